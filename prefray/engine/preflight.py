@@ -1,0 +1,50 @@
+"""Check the whole sweep before any call: configs, API keys, datasets. Collect every problem."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from prefray.engine.benchmark import Benchmark, DataError, Job
+
+
+def missing_keys(jobs: Sequence[Job]) -> list[str]:
+    """Every API key environment variable the sweep needs and the environment lacks."""
+    needed = set()
+    for job in jobs:
+        for spec in (job.model, *job.roles.values()):
+            if spec.api_key_env:
+                needed.add((spec.api_key_env, spec.name))
+    missing: dict[str, list[str]] = {}
+    for env, model in sorted(needed):
+        if not os.environ.get(env):
+            missing.setdefault(env, []).append(model)
+    return [f"{env} (for {', '.join(models)})" for env, models in missing.items()]
+
+
+def load_datasets(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tuple[dict[int, Sequence[Any]], list[str]]:
+    """Load every job's instances once per distinct dataset; return them and the errors."""
+    loaded: dict[tuple, Sequence[Any] | DataError] = {}
+    instances: dict[int, Sequence[Any]] = {}
+    errors: list[str] = []
+    for index, job in enumerate(jobs):
+        key = (job.benchmark, repr(job.settings.get("data")), job.limit, repr(job.condition_settings))
+        if key not in loaded:
+            try:
+                loaded[key] = benchmarks[job.benchmark].load(job)
+            except (DataError, OSError, ValueError) as exc:
+                loaded[key] = DataError(f"{job.benchmark}: {exc}")
+                errors.append(str(loaded[key]))
+        value = loaded[key]
+        if not isinstance(value, DataError):
+            instances[index] = value
+    return instances, errors
+
+
+def preflight(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tuple[dict[int, Sequence[Any]], list[str]]:
+    errors = []
+    keys = missing_keys(jobs)
+    if keys:
+        errors.append("missing API key environment variable(s): " + "; ".join(keys))
+    instances, data_errors = load_datasets(jobs, benchmarks)
+    return instances, errors + data_errors

@@ -1,0 +1,82 @@
+"""Anthropic messages through the official SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from prefray.engine.providers.base import ProviderError, ProviderReply, classify_status, retry_after_seconds
+from prefray.engine.types import ChatRequest, ModelSpec
+
+# Sampling parameters the SDK's `create` does not take as arguments go in the request body.
+_BODY_PARAMS = ("temperature", "top_p", "top_k", "seed")
+
+
+class AnthropicMessages:
+    def __init__(self, spec: ModelSpec, api_key: str):
+        self.spec = spec
+        base_url = spec.base_url
+        if base_url and base_url.rstrip("/").endswith("/v1"):
+            base_url = base_url.rstrip("/")[: -len("/v1")]  # the SDK appends /v1/messages itself
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=spec.timeout_s,
+            http_client=anthropic.DefaultAioHttpClient(timeout=spec.timeout_s),
+        )
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        params = dict(request.params)
+        extra = dict(params.pop("extra_body", None) or {})
+        body: dict[str, Any] = {
+            "model": self.spec.model_id,
+            "messages": list(request.messages),
+            "max_tokens": int(params.pop("max_tokens", 1024)),
+        }
+        if request.system:
+            body["system"] = request.system
+        for name in _BODY_PARAMS:
+            if name in params:
+                extra[name] = params.pop(name)
+        if request.seed is not None:
+            extra.setdefault("seed", request.seed)
+        if request.json_schema is not None:
+            body["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+        body.update(params)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def complete(self, request: ChatRequest) -> ProviderReply:
+        try:
+            message = await self.client.messages.create(**self._body(request))
+        except anthropic.APIStatusError as exc:
+            cause, retryable = classify_status(exc.status_code)
+            raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
+                                retry_after=retry_after_seconds(exc.response.headers)) from None
+        except anthropic.APITimeoutError as exc:
+            raise ProviderError("timeout", str(exc)[:300], retryable=True) from None
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError("connection", str(exc)[:300], retryable=True) from None
+        except (anthropic.APIResponseValidationError, ValueError, TypeError) as exc:
+            raise ProviderError("bad_response", f"unreadable response: {str(exc)[:300]}", retryable=True) from None
+        return _reply(message)
+
+
+def _reply(message: Any) -> ProviderReply:
+    try:
+        text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+        usage = message.usage
+        return ProviderReply(
+            text=text,
+            model_version=message.model or "",
+            input_tokens=int(usage.input_tokens or 0) + int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+            output_tokens=int(usage.output_tokens or 0),
+        )
+    except (AttributeError, TypeError) as exc:
+        raise ProviderError("bad_response", f"response without content: {exc}", retryable=True) from None

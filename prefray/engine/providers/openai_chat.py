@@ -1,0 +1,76 @@
+"""OpenAI (and OpenAI-compatible) chat completions through the official SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from prefray.engine.providers.base import ProviderError, ProviderReply, classify_status, retry_after_seconds
+from prefray.engine.types import ChatRequest, ModelSpec
+
+
+class OpenAIChat:
+    def __init__(self, spec: ModelSpec, api_key: str):
+        self.spec = spec
+        self.client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=spec.base_url,
+            max_retries=0,  # engine.retry owns retries (capped waits, limiter re-acquire)
+            timeout=spec.timeout_s,
+            http_client=openai.DefaultAioHttpClient(timeout=spec.timeout_s),
+        )
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        messages = list(request.messages)
+        if request.system:
+            messages = [{"role": "system", "content": request.system}, *messages]
+        body: dict[str, Any] = {"model": self.spec.model_id, "messages": messages}
+        params = dict(request.params)
+        extra = params.pop("extra_body", None)
+        if "max_completion_tokens" in self.spec.params and "max_tokens" in params:
+            # models that only take max_completion_tokens: the stage's length limit wins
+            params["max_completion_tokens"] = params.pop("max_tokens")
+        body.update(params)
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": request.json_schema, "strict": True},
+            }
+        if extra:
+            body["extra_body"] = dict(extra)
+        return body
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def complete(self, request: ChatRequest) -> ProviderReply:
+        try:
+            completion = await self.client.chat.completions.create(**self._body(request))
+        except openai.APIStatusError as exc:
+            cause, retryable = classify_status(exc.status_code)
+            raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
+                                retry_after=retry_after_seconds(exc.response.headers)) from None
+        except openai.APITimeoutError as exc:
+            raise ProviderError("timeout", str(exc)[:300], retryable=True) from None
+        except openai.APIConnectionError as exc:
+            raise ProviderError("connection", str(exc)[:300], retryable=True) from None
+        except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
+            raise ProviderError("bad_response", f"unreadable response: {str(exc)[:300]}", retryable=True) from None
+        return _reply(completion)
+
+
+def _reply(completion: Any) -> ProviderReply:
+    try:
+        text = completion.choices[0].message.content or ""
+        usage = completion.usage
+        return ProviderReply(
+            text=text,
+            model_version=completion.model or "",
+            input_tokens=int(usage.prompt_tokens) if usage else 0,
+            output_tokens=int(usage.completion_tokens) if usage else 0,
+        )
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None

@@ -1,0 +1,57 @@
+"""Readable tables: metrics.md and the table printed at the end of a run."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.3f}"
+    return str(value)
+
+
+def markdown_table(table: pa.Table, columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in table.select(columns).to_pylist():
+        lines.append("| " + " | ".join(_fmt(row[c]) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def headline(metrics: pa.Table) -> pa.Table:
+    """Overall metrics only (breakdowns carry a [slice] suffix)."""
+    names = metrics["metric"].to_pylist()
+    return metrics.take([i for i, name in enumerate(names) if "[" not in name])
+
+
+def render_markdown(metrics: pa.Table, calls: pa.Table) -> str:
+    metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded"]
+    call_cols = ["benchmark", "model", "condition", "stage", "judge", "ok", "failed", "skipped",
+                 "input_tokens", "output_tokens", "cost_usd"]
+    parts = [
+        "# prefray metrics", "",
+        "`n` = scored units; `excluded` = units whose answer could not be read or whose call failed.", "",
+        "## Headline", "", markdown_table(headline(metrics), metric_cols), "",
+        "## Calls", "", markdown_table(calls, call_cols), "",
+        "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
+    ]
+    return "\n".join(parts)
+
+
+def print_summary(metrics: pa.Table, calls: pa.Table) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="prefray metrics (headline; breakdowns in metrics.md)")
+    cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded"]
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("value", "n", "excluded") else "left")
+    for row in headline(metrics).to_pylist():
+        table.add_row(*(_fmt(row[c]) for c in cols))
+    console.print(table)
+    failed = sum(calls["failed"].to_pylist()) if calls.num_rows else 0
+    if failed:
+        console.print(f"[yellow]{failed} unit(s) failed; see calls.csv (status and cause per row in the shards)[/]")

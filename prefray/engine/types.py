@@ -1,0 +1,114 @@
+"""Typed work units and results shared by every part of the engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Provider = Literal["openai", "anthropic"]
+Status = Literal["ok", "failed", "skipped"]
+# Why a row did not end ok. Stored on the row so reruns can select by cause.
+Cause = Literal[
+    "rate_limit", "timeout", "server_error", "connection", "bad_response",
+    "client_error", "auth", "parse_error", "budget", "",
+]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model reached through one provider endpoint (a `conf/model/*.yaml` option)."""
+
+    name: str
+    provider: Provider
+    model_id: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+    max_concurrency: int = 8
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+    timeout_s: float = 120.0
+    max_attempts: int = 4
+    max_wait_s: float = 60.0
+    params: dict[str, Any] = field(default_factory=dict)
+    serve: Literal["embedded", "fakellm"] | None = None
+
+    @property
+    def endpoint_key(self) -> str:
+        """Identity of the gateway that owns this model's calls: endpoint and key."""
+        return f"{self.provider}|{self.base_url or 'default'}|{self.api_key_env or ''}"
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> "ModelSpec":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"model '{cfg.get('name')}': unknown field(s) {unknown}")
+        return cls(**{k: v for k, v in cfg.items() if k in known})
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One provider call, independent of the provider's wire format."""
+
+    messages: tuple[dict[str, str], ...]
+    system: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    json_schema: dict[str, Any] | None = None
+    seed: int | None = None
+
+    def content_hash(self, model_id: str) -> str:
+        """Stable hash of everything that determines the answer."""
+        payload = {
+            "model": model_id,
+            "messages": list(self.messages),
+            "system": self.system,
+            "params": self.params,
+            "json_schema": self.json_schema,
+            "seed": self.seed,
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def estimated_input_tokens(self) -> int:
+        """Rough count (4 characters a token, plus a few per message) for limits and budgets."""
+        chars = sum(len(m["content"]) for m in self.messages) + len(self.system or "")
+        if self.json_schema:
+            chars += len(json.dumps(self.json_schema))
+        return chars // 4 + 4 * len(self.messages) + 8
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One call a benchmark stage needs, with the ids that make it resumable."""
+
+    instance_id: str
+    request: ChatRequest
+    item: str = ""
+    sample: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CallResult:
+    """What came back for one request, successful or not."""
+
+    status: Status
+    text: str = ""
+    cause: Cause = ""
+    error: str = ""
+    model_version: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tries: int = 0
+    latency_s: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+
+def stable_id(*parts: object) -> str:
+    """Short deterministic id from the parts that define a unit."""
+    return hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:20]

@@ -1,0 +1,51 @@
+"""`python -m prefray.fakellm --port P [--rpm N] [--latency S] [--fault-rate F] ...`"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from prefray.fakellm.server import FAULT_KINDS, FakeOptions, start
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
+    parser = argparse.ArgumentParser(prog="python -m prefray.fakellm", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    parser.add_argument("--rpm", type=float, default=None, help="requests per minute before 429")
+    parser.add_argument("--tpm", type=float, default=None, help="input tokens per minute before 429")
+    parser.add_argument("--fault-rate", type=float, default=0.0,
+                        help="share of distinct requests that fail on their first arrival")
+    parser.add_argument("--sticky-fault-rate", type=float, default=0.0,
+                        help="share of distinct requests that fail on every arrival")
+    parser.add_argument("--faults", default="429,500,malformed",
+                        help=f"comma-separated fault kinds among {','.join(FAULT_KINDS)}")
+    parser.add_argument("--timeout-fault-seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    faults = tuple(k for k in args.faults.split(",") if k)
+    unknown = [k for k in faults if k not in FAULT_KINDS]
+    if unknown:
+        parser.error(f"--faults: unknown kind(s) {unknown}; choose among {list(FAULT_KINDS)}")
+    options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, fault_rate=args.fault_rate,
+                          sticky_fault_rate=args.sticky_fault_rate, faults=faults,
+                          timeout_fault_s=args.timeout_fault_seconds)
+    return args.host, args.port, options
+
+
+async def serve(host: str, port: int, options: FakeOptions) -> None:
+    await start(host, port, options)
+    print(f"prefray fake provider listening on http://{host}:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    host, port, options = parse_args(argv)
+    try:
+        asyncio.run(serve(host, port, options))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
+
+Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
+GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
+faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from prefray.fakellm import answers
+
+FAULT_KINDS = ("429", "500", "malformed", "timeout")
+
+
+@dataclass
+class FakeOptions:
+    latency_s: float = 0.0
+    rpm: float | None = None
+    tpm: float | None = None
+    fault_rate: float = 0.0          # share of distinct requests that fail on their first arrival
+    sticky_fault_rate: float = 0.0   # share of distinct requests that fail every time
+    faults: tuple[str, ...] = ("429", "500", "malformed")
+    fault_retry_after_s: float = 0.2
+    timeout_fault_s: float = 30.0
+    model_version_suffix: str = "-fake-2026-01"
+
+
+class TokenBucket:
+    """Server-side limit: refills at `rate`/s up to `capacity`; one extra unit of slack absorbs
+    loopback jitter between a client limiter of the same rate and this one."""
+
+    def __init__(self, per_minute: float, window_s: float):
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * window_s) + 1.0
+        self.level = self.capacity
+        self.stamp = time.monotonic()
+
+    def take(self, amount: float) -> float:
+        """Take `amount`; return 0 on success, else seconds until it would fit."""
+        now = time.monotonic()
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+        amount = min(amount, self.capacity)
+        if self.level >= amount:
+            self.level -= amount
+            return 0.0
+        return (amount - self.level) / self.rate
+
+
+@dataclass
+class Stats:
+    generation_requests: int = 0
+    answered: int = 0
+    rate_limited: int = 0
+    faults: int = 0
+    structured_requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    by_model: Counter = field(default_factory=Counter)
+    by_route: Counter = field(default_factory=Counter)
+
+    def as_json(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
+        data["requests"] = self.generation_requests
+        data["by_model"] = dict(self.by_model)
+        data["by_route"] = dict(self.by_route)
+        return data
+
+
+class FakeProvider:
+    def __init__(self, options: FakeOptions):
+        self.options = options
+        self.stats = Stats()
+        self.seen: Counter = Counter()
+        self.requests = TokenBucket(options.rpm, 1.0) if options.rpm else None
+        self.tokens = TokenBucket(options.tpm, 6.0) if options.tpm else None
+
+    # -- policy ---------------------------------------------------------------------------
+    def _fault_for(self, body_hash: str) -> str | None:
+        arrivals = self.seen[body_hash]
+        self.seen[body_hash] += 1
+        share = int(body_hash[:8], 16) / 0xFFFFFFFF
+        kinds = self.options.faults
+        kind = kinds[int(body_hash[8:12], 16) % len(kinds)] if kinds else None
+        if share < self.options.sticky_fault_rate:
+            return kind
+        lower = self.options.sticky_fault_rate
+        if arrivals == 0 and lower <= share < lower + self.options.fault_rate:
+            return kind
+        return None
+
+    def _limit(self, input_tokens: int) -> float:
+        wait = self.requests.take(1) if self.requests else 0.0
+        if wait == 0.0 and self.tokens:
+            wait = self.tokens.take(input_tokens)
+        return wait
+
+    async def _admit(self, body: dict[str, Any], input_tokens: int) -> web.Response | None:
+        """Count the request; return an error response if a limit or fault applies."""
+        self.stats.generation_requests += 1
+        self.stats.by_model[str(body.get("model"))] += 1
+        wait = self._limit(input_tokens)
+        if wait > 0:
+            self.stats.rate_limited += 1
+            return _too_many(wait)
+        body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        fault = self._fault_for(body_hash)
+        if fault is None:
+            if self.options.latency_s:
+                await asyncio.sleep(self.options.latency_s)
+            return None
+        self.stats.faults += 1
+        if fault == "429":
+            return _too_many(self.options.fault_retry_after_s)
+        if fault == "500":
+            return web.json_response({"error": {"message": "injected server error", "type": "server_error"}}, status=500)
+        if fault == "timeout":
+            await asyncio.sleep(self.options.timeout_fault_s)
+            return web.json_response({"error": {"message": "late"}}, status=504)
+        return web.Response(text='{"id": "broken", "choices": [', content_type="application/json")
+
+    # -- routes ---------------------------------------------------------------------------
+    async def chat_completions(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.stats.by_route["chat.completions"] += 1
+        messages = body.get("messages", [])
+        input_tokens = sum(answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        refusal = await self._admit(body, input_tokens)
+        if refusal is not None:
+            return refusal
+        schema = _openai_schema(body)
+        base_seed = body.get("seed")
+        choices = []
+        for index in range(int(body.get("n") or 1)):
+            seed = base_seed if index == 0 else (base_seed or 0) + index
+            text = self._answer(messages, seed, schema)
+            choices.append({"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
+        output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
+        self._count_answer(input_tokens, output_tokens, schema)
+        return web.json_response({
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": f"{body.get('model')}{self.options.model_version_suffix}", "choices": choices,
+            "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens},
+        })
+
+    async def messages(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.stats.by_route["messages"] += 1
+        messages = body.get("messages", [])
+        system = answers.content_text(body.get("system") or "")
+        input_tokens = answers.count_tokens(system) + sum(
+            answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        refusal = await self._admit(body, input_tokens)
+        if refusal is not None:
+            return refusal
+        schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+        text = self._answer(messages, body.get("seed"), schema)
+        output_tokens = answers.count_tokens(text)
+        self._count_answer(input_tokens, output_tokens, schema)
+        return web.json_response({
+            "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
+            "model": f"{body.get('model')}{self.options.model_version_suffix}",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        })
+
+    def _answer(self, messages: list[dict[str, Any]], seed: int | None, schema: dict[str, Any] | None) -> str:
+        if schema is not None:
+            return answers.render_json(answers.answer_json(schema, messages, seed))
+        return answers.answer_text(messages, seed)
+
+    def _count_answer(self, input_tokens: int, output_tokens: int, schema: dict[str, Any] | None) -> None:
+        self.stats.answered += 1
+        self.stats.input_tokens += input_tokens
+        self.stats.output_tokens += output_tokens
+        self.stats.structured_requests += schema is not None
+
+    async def get_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats.as_json())
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.stats = Stats()
+        self.seen.clear()
+        return web.json_response({"reset": True})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes([
+            web.post("/v1/chat/completions", self.chat_completions),
+            web.post("/v1/messages", self.messages),
+            web.get("/v1/models", self.models),
+            web.get("/stats", self.get_stats),
+            web.post("/reset", self.reset),
+            web.get("/health", self.health),
+        ])
+        return app
+
+
+def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return (fmt.get("json_schema") or {}).get("schema")
+    return None
+
+
+def _too_many(wait_s: float) -> web.Response:
+    headers = {"retry-after": str(max(1, math.ceil(wait_s))), "retry-after-ms": str(int(wait_s * 1000) + 1)}
+    return web.json_response({"error": {"message": "rate limit exceeded", "type": "rate_limit_error"}},
+                             status=429, headers=headers)
+
+
+class RunningServer:
+    """A fake server started inside the current event loop."""
+
+    def __init__(self, runner: web.AppRunner, provider: FakeProvider):
+        self.runner = runner
+        self.provider = provider
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start(host: str, port: int, options: FakeOptions | None = None) -> RunningServer:
+    provider = FakeProvider(options or FakeOptions())
+    runner = web.AppRunner(provider.app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return RunningServer(runner, provider)

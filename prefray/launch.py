@@ -1,0 +1,136 @@
+"""`python -m prefray.launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
+
+Every job of a multirun is planned and checked first; then all of them run concurrently in one
+Ray cluster (a local one, or the one RAY_ADDRESS points at), sharing one gateway per endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from prefray.engine.benchmark import Benchmark, Job, load_benchmark
+from prefray.engine.sweep import JobChoice, SweepError, expand
+from prefray.engine.types import ModelSpec
+
+EXIT_CONFIG = 2
+
+
+def conf_dir() -> Path:
+    return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parent.parent / "conf")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m prefray.launch", description=__doc__)
+    parser.add_argument("-m", "--multirun", action="store_true", help="run every combination of the sweep")
+    parser.add_argument("--cfg", action="store_true", help="print the composed config of each job and exit")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=all condition=all limit=2")
+    return parser.parse_args(argv)
+
+
+def compose_configs(choices: list[JobChoice], conf: Path) -> list[dict[str, Any]]:
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    configs = []
+    with initialize_config_dir(str(conf), version_base="1.3"):
+        for choice in choices:
+            try:
+                cfg = compose(config_name="config", overrides=choice.as_overrides())
+                configs.append(OmegaConf.to_container(cfg, resolve=True))
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise SweepError(f"{' '.join(choice.as_overrides())}: {exc}".replace("\n", " ")) from None
+    return configs
+
+
+def model_spec(cfg: dict[str, Any], where: str) -> ModelSpec:
+    try:
+        spec = ModelSpec.from_config(cfg)
+    except (TypeError, ValueError) as exc:
+        raise SweepError(f"{where}: {exc}") from None
+    if spec.provider not in ("openai", "anthropic"):
+        raise SweepError(f"{where}: provider '{spec.provider}' is not openai or anthropic")
+    return spec
+
+
+def role_models(cfg: dict[str, Any], conf: Path) -> dict[str, ModelSpec]:
+    from omegaconf import OmegaConf
+
+    roles = {"judge": model_spec(cfg["judge"], f"judge={cfg['judge'].get('name')}")}
+    for role, option in (cfg["benchmark"].get("roles") or {}).items():
+        if option:
+            path = conf / "model" / f"{option}.yaml"
+            if not path.exists():
+                raise SweepError(f"benchmark.roles.{role}: unknown model option '{option}'")
+            roles[role] = model_spec(OmegaConf.to_container(OmegaConf.load(path), resolve=True),
+                                     f"benchmark.roles.{role}={option}")
+    return roles
+
+
+def build_job(cfg: dict[str, Any], conf: Path) -> Job:
+    return Job(
+        benchmark=cfg["benchmark"]["name"], condition=cfg["condition"]["name"],
+        model=model_spec(cfg["model"], f"model={cfg['model'].get('name')}"),
+        roles=role_models(cfg, conf), settings=cfg["benchmark"], condition_settings=cfg["condition"],
+        limit=cfg.get("limit"), seed=int(cfg["run"].get("seed") or 0),
+    )
+
+
+def run_dir_of(configs: list[dict[str, Any]]) -> Path:
+    dirs = {c["run"].get("dir") for c in configs}
+    if len(dirs) > 1:
+        raise SweepError(f"run.dir must be the same for every job of a sweep, got {sorted(map(str, dirs))}")
+    chosen = dirs.pop()
+    return Path(chosen) if chosen else Path("outputs") / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict[str, Any]], list[Job], dict[str, Benchmark]]:
+    args = parse_args(argv)
+    conf = conf_dir()
+    choices = expand(args.overrides, conf, args.multirun)
+    configs = compose_configs(choices, conf)
+    jobs = [build_job(cfg, conf) for cfg in configs]
+    benchmarks: dict[str, Benchmark] = {}
+    for cfg in configs:
+        name, impl = cfg["benchmark"]["name"], cfg["benchmark"].get("impl", "")
+        if name not in benchmarks:
+            try:
+                benchmarks[name] = load_benchmark(impl)
+            except (ImportError, AttributeError, ValueError) as exc:
+                raise SweepError(f"benchmark={name}: cannot load impl '{impl}': {exc}") from None
+    return args, configs, jobs, benchmarks
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args, configs, jobs, benchmarks = plan(argv)
+        run_dir = run_dir_of(configs)
+    except SweepError as exc:
+        print(f"prefray: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.cfg:
+        from omegaconf import OmegaConf
+
+        for cfg in configs:
+            print(OmegaConf.to_yaml(cfg))
+        return 0
+    from prefray.engine.preflight import preflight
+
+    instances, errors = preflight(jobs, benchmarks)
+    if errors:
+        print("prefray: cannot start, nothing was run:\n  - " + "\n  - ".join(errors), file=sys.stderr)
+        return EXIT_CONFIG
+    from prefray.engine.session import run_sweep
+
+    return run_sweep(run_dir, configs, jobs, benchmarks, instances)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
