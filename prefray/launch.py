@@ -91,12 +91,24 @@ def run_dir_of(configs: list[dict[str, Any]]) -> Path:
     return Path(chosen) if chosen else Path("outputs") / time.strftime("%Y-%m-%d_%H-%M-%S")
 
 
+def check_distinct(jobs: list[Job]) -> None:
+    """Two jobs with the same benchmark, model, condition and judge would share their shards."""
+    seen: set[tuple[str, str, str, str]] = set()
+    for job in jobs:
+        key = (job.benchmark, job.model.name, job.condition, job.roles["judge"].name)
+        if key in seen:
+            raise SweepError(f"two jobs of the sweep are both {'/'.join(key)}; sweep other settings "
+                             "into separate run.dir values instead")
+        seen.add(key)
+
+
 def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict[str, Any]], list[Job], dict[str, Benchmark]]:
     args = parse_args(argv)
     conf = conf_dir()
     choices = expand(args.overrides, conf, args.multirun)
     configs = compose_configs(choices, conf)
     jobs = [build_job(cfg, conf) for cfg in configs]
+    check_distinct(jobs)
     benchmarks: dict[str, Benchmark] = {}
     for cfg in configs:
         name, impl = cfg["benchmark"]["name"], cfg["benchmark"].get("impl", "")

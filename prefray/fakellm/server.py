@@ -84,8 +84,9 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
-        self.requests = TokenBucket(options.rpm, 1.0) if options.rpm else None
-        self.tokens = TokenBucket(options.tpm, 6.0) if options.tpm else None
+        # Limits apply per model id, as providers apply them per model and key.
+        self.request_buckets: dict[str, TokenBucket] = {}
+        self.token_buckets: dict[str, TokenBucket] = {}
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -101,17 +102,21 @@ class FakeProvider:
             return kind
         return None
 
-    def _limit(self, input_tokens: int) -> float:
-        wait = self.requests.take(1) if self.requests else 0.0
-        if wait == 0.0 and self.tokens:
-            wait = self.tokens.take(input_tokens)
+    def _limit(self, model: str, input_tokens: int) -> float:
+        wait = 0.0
+        if self.options.rpm:
+            bucket = self.request_buckets.setdefault(model, TokenBucket(self.options.rpm, 1.0))
+            wait = bucket.take(1)
+        if wait == 0.0 and self.options.tpm:
+            bucket = self.token_buckets.setdefault(model, TokenBucket(self.options.tpm, 6.0))
+            wait = bucket.take(input_tokens)
         return wait
 
     async def _admit(self, body: dict[str, Any], input_tokens: int) -> web.Response | None:
         """Count the request; return an error response if a limit or fault applies."""
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
-        wait = self._limit(input_tokens)
+        wait = self._limit(str(body.get("model")), input_tokens)
         if wait > 0:
             self.stats.rate_limited += 1
             return _too_many(wait)

@@ -1,0 +1,77 @@
+"""End to end through the real CLI: fake + fake-anthropic × BenchPreS default, checked by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from prefray.benchmarks.benchpres.benchmark import judge_messages
+from prefray.fakellm.answers import answer_key, answer_text, boolean_at
+
+SAMPLE = Path(__file__).resolve().parent.parent / "prefray/benchmarks/benchpres/sample/benchpres_sample.jsonl"
+LIMIT = 4
+
+
+def read_metrics(run_dir: Path) -> dict[tuple[str, str], float]:
+    with open(run_dir / "metrics.csv") as handle:
+        return {(r["model"], r["metric"]): float(r["value"]) for r in csv.DictReader(handle)}
+
+
+def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
+    """MR and AAR computed here from the fake server's documented answer rule."""
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()][:LIMIT]
+    table = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
+    texts = {}
+    for r in table:
+        if r["stage"] == "generate" and r["model"] == model:
+            texts[(r["instance_id"], r["sample"])] = r["text"]
+    assert len(texts) == LIMIT * 3
+    counts = {False: [0, 0], True: [0, 0]}  # g -> [applied, total]
+    for row in rows:
+        instance_id = "--".join(re.sub(r"[^a-z0-9]+", "-", row[k].lower()).strip("-")
+                                for k in ("name", "recipient", "task"))
+        for sample in range(3):
+            text = texts[(instance_id, sample)]
+            assert text == answer_text([{"role": "user", "content": row["prompt"]}], sample)
+            for pref, g, category in zip(row["preference_attribute"], row["preference_label"],
+                                         row["preference_category"]):
+                if category == "nickname":
+                    nickname = re.search(r"'([^']+)'", pref).group(1)
+                    z = re.search(rf"(?<!\w){re.escape(nickname)}(?!\w)", text) is not None
+                else:
+                    z = boolean_at(answer_key(list(judge_messages(pref, text)), 0), "/applied")
+                counts[g][0] += z
+                counts[g][1] += 1
+    return {"MR": counts[False][0] / counts[False][1], "AAR": counts[True][0] / counts[True][1]}
+
+
+def test_sweep_over_two_sdks_equals_independent_rates(run_cli, fake_server, tmp_path):
+    run_dir = tmp_path / "run"
+    run_cli("-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake",
+            *fake_server.model_overrides(), f"run.dir={run_dir}", f"limit={LIMIT}")
+    metrics = read_metrics(run_dir)
+    for model in ("fake", "fake-anthropic"):
+        expected = expected_rates(run_dir, model)
+        assert metrics[(model, "MR")] == expected["MR"]
+        assert metrics[(model, "AAR")] == expected["AAR"]
+        assert abs(metrics[(model, "AAR-MR")] - (expected["AAR"] - expected["MR"])) < 1e-12
+    stats = fake_server.stats()
+    assert stats["by_route"]["messages"] == LIMIT * 3  # the anthropic generations went through /v1/messages
+    for name in ("metrics.parquet", "metrics.md", "manifest.json", "calls.csv"):
+        assert (run_dir / name).exists()
+
+
+def test_second_run_sends_zero_requests(run_cli, fake_server, tmp_path):
+    args = ["benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(),
+            f"run.dir={tmp_path / 'run'}", "limit=2"]
+    run_cli(*args)
+    first = fake_server.stats()["requests"]
+    assert first > 0
+    before = (tmp_path / "run" / "metrics.csv").read_text()
+    run_cli(*args)
+    assert fake_server.stats()["requests"] == first
+    assert (tmp_path / "run" / "metrics.csv").read_text() == before
