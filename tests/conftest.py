@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,18 +30,35 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def ray_address(tmp_path_factory) -> str:
-    """A real Ray head node for the whole session (stopped at the end)."""
+    """A real Ray head node on loopback for the whole session, stopped (only it) at the end."""
     port = free_port()
     temp = tmp_path_factory.mktemp("ray")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    subprocess.run([str(Path(sys.executable).with_name("ray")), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                    f"--temp-dir={temp}", "--disable-usage-stats"], check=True, env=env,
-                   capture_output=True, cwd=ROOT)
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+                             "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
+                             "--disable-usage-stats"], env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while not _port_open(port):
+        if time.time() > deadline or head.poll() is not None:
+            head.kill()
+            raise RuntimeError("ray head did not start")
+        time.sleep(0.2)
     os.environ["RAY_ADDRESS"] = address
     os.environ["RAY_AUTH_MODE"] = "disabled"
     yield address
-    subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], env=env, capture_output=True)
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass

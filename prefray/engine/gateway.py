@@ -75,13 +75,18 @@ class Gateway:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key)
         return list(await asyncio.gather(*(lane.call(r) for r in requests)))
 
+    async def ping(self) -> bool:
+        return True
+
     async def close(self) -> None:
         for lane in self.lanes.values():
             await lane.provider.close()
 
 
 def gateway_name(spec: ModelSpec) -> str:
-    return "gateway-" + hashlib.sha1(spec.endpoint_key.encode()).hexdigest()[:16]
+    """Readable, unique to this driver: a killed run's dying actor is never picked up again."""
+    job = ray.get_runtime_context().get_job_id()
+    return f"gateway-{hashlib.sha1(spec.endpoint_key.encode()).hexdigest()[:12]}-{job}"
 
 
 def on_this_node() -> dict[str, Any]:

@@ -105,7 +105,8 @@ class LocalServer:
 
 def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
     host, port = host_port(base_url)
-    return LocalServer.options(name=f"local-server-{host}-{port}", namespace="prefray", get_if_exists=True,
+    job = ray.get_runtime_context().get_job_id()
+    return LocalServer.options(name=f"local-server-{host}-{port}-{job}", namespace="prefray", get_if_exists=True,
                                **placement).remote(kind, base_url)
 
 

@@ -59,6 +59,23 @@ class Gateways:
             handle = self.handles[spec.endpoint_key] = get_gateway(spec, api_key)
         return handle
 
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+        """Send one batch to the model's gateway; survive a gateway that is briefly unavailable
+        or died (a new one is started), which can re-send at most this batch."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        for attempt in range(ACTOR_ATTEMPTS):
+            gateway = await self.for_model(spec)
+            try:
+                return await gateway.run_batch.remote(spec, requests)
+            except (ActorUnavailableError, RayActorError):
+                if attempt == ACTOR_ATTEMPTS - 1:
+                    raise
+                if not await _alive(gateway):
+                    self.handles.pop(spec.endpoint_key, None)
+                await asyncio.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
+
     async def close(self) -> None:
         import ray
 
@@ -71,6 +88,16 @@ class Gateways:
         self.handles.clear()
         self.servers.clear()
         self.ready.clear()
+
+
+ACTOR_ATTEMPTS = 3
+
+
+async def _alive(handle: Any) -> bool:
+    try:
+        return await handle.ping.remote()
+    except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
+        return False
 
 
 async def _quietly(ref: Any) -> None:
@@ -86,8 +113,13 @@ def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
 
 
 def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
-    """The model's default params overlaid by the stage's own."""
-    return replace(request, params={**spec.params, **request.params})
+    """The model's default params overlaid by the stage's own, within the model's output cap."""
+    params = {**spec.params, **request.params}
+    if spec.max_output_tokens is not None:
+        for name in ("max_tokens", "max_completion_tokens"):
+            if name in params:
+                params[name] = min(int(params[name]), spec.max_output_tokens)
+    return replace(request, params=params)
 
 
 def cost_usd(spec: ModelSpec, result: CallResult) -> float:
@@ -142,22 +174,21 @@ class JobRunner:
     async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str,
                         shard: list[tuple[str, WorkUnit]]) -> None:
         requests = [final_request(spec, unit.request) for _, unit in shard]
-        gateway = await self.gateways.for_model(spec)
-        results: list[CallResult] = await gateway.run_batch.remote(spec, requests)
+        results = await self.gateways.run_batch(spec, requests)
         parsed: list[Any] = [None] * len(results)
         if stage.parse is not None:
-            await self._parse_with_one_retry(stage, gateway, spec, requests, results, parsed)
+            await self._parse_with_one_retry(stage, spec, requests, results, parsed)
         rows = [self._row(stage, spec, judge, uid, unit, request, result, value)
                 for (uid, unit), request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
 
-    async def _parse_with_one_retry(self, stage: Stage, gateway: Any, spec: ModelSpec,
+    async def _parse_with_one_retry(self, stage: Stage, spec: ModelSpec,
                                     requests: list[ChatRequest], results: list[CallResult],
                                     parsed: list[Any]) -> None:
         failed = [i for i, r in enumerate(results) if r.status == "ok" and not _try_parse(stage, r, parsed, i)]
         if not failed:
             return
-        again: list[CallResult] = await gateway.run_batch.remote(spec, [requests[i] for i in failed])
+        again = await self.gateways.run_batch(spec, [requests[i] for i in failed])
         for i, second in zip(failed, again):
             second.tries += results[i].tries
             second.input_tokens += results[i].input_tokens

@@ -17,12 +17,22 @@ from prefray.engine.report import print_summary, render_markdown
 from prefray.engine.runner import Gateways, JobRunner, RunSettings, run_jobs
 
 
+def node_ip(address: str | None) -> str | None:
+    """The driver's node address: loopback for a local cluster, Ray's own choice otherwise."""
+    if os.environ.get("PREFRAY_NODE_IP"):
+        return os.environ["PREFRAY_NODE_IP"]
+    if not address or address.split(":")[0] in ("127.0.0.1", "localhost"):
+        return "127.0.0.1"
+    return None
+
+
 def start_ray() -> None:
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS") or None, namespace=NAMESPACE,
+        address = os.environ.get("RAY_ADDRESS") or None
+        ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
                  log_to_driver=False, include_dashboard=False, configure_logging=False)
 
 

@@ -34,6 +34,8 @@ class ModelSpec:
     max_attempts: int = 4
     max_wait_s: float = 60.0
     params: dict[str, Any] = field(default_factory=dict)
+    # Hard cap on output tokens, applied over any stage's max_tokens (e.g. for a slow local model).
+    max_output_tokens: int | None = None
     serve: Literal["embedded", "fakellm"] | None = None
 
     @property

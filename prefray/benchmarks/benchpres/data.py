@@ -1,4 +1,11 @@
-"""BenchPreS instances: the hub schema (Parquet/JSON/JSONL files) and the project's sample set."""
+"""BenchPreS instances: the hub schema (files or the `datasets` library), the sample, CIMemories.
+
+Sources (benchmark.data.source):
+  sample       the project's own sample set (sample/benchpres_sample.jsonl, hub schema)
+  hub          a Parquet / JSON / JSONL file in the hub schema at data.path
+  <owner/name> a dataset id on the hub, read with the `datasets` library (split data.split)
+  cimemories   CIMemories profiles at data.path plus a preference file at data.preferences
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prefray.benchmarks.benchpres.categories import CATEGORIES, derive_categories
+from prefray.benchmarks.benchpres.scoring import nickname_of
 from prefray.engine.benchmark import DataError
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "benchpres_sample.jsonl"
-CATEGORIES = ("role", "style", "tone", "markers", "nickname")
 _TEXT_FIELDS = ("prompt", "name", "task", "recipient", "domain")
 
 
@@ -31,10 +39,15 @@ class Instance:
     task: str
     recipient: str
     domain: str
+    source: str = ""  # "<file>: row N", for error messages
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def instance_id(name: str, recipient: str, task: str) -> str:
+    return "--".join(slug(part) for part in (name, recipient, task))
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -64,55 +77,88 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def derive_category(statement: str) -> str:
-    """Best-effort category for hub rows that do not carry one."""
-    lowered = statement.lower()
-    if "call me" in lowered or "nickname" in lowered or "address me as" in lowered:
-        return "nickname"
-    if any(w in lowered for w in ("emoji", "exclamation", "caps", "hashtag", "sign off", "sign-off")):
-        return "markers"
-    if any(w in lowered for w in ("tone", "playful", "formal", "casual", "warm", "witty")):
-        return "tone"
-    if any(w in lowered for w in ("act as", "role", "like my", "as if you were", "persona")):
-        return "role"
-    return "style"
+def read_hub_dataset(dataset_id: str, split: str) -> list[dict[str, Any]]:
+    """Rows of a hub dataset through the `datasets` library (optional, needs the network)."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"benchmark.data.source={dataset_id}: the `datasets` library is not installed; "
+                        "pip install datasets, or download the files and set data.source=hub "
+                        "data.path=FILE") from None
+    try:
+        return [dict(row) for row in datasets.load_dataset(dataset_id, split=split)]
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear message
+        raise DataError(f"benchmark.data.source={dataset_id}: cannot load split '{split}': {exc}") from None
+
+
+def _categories(record: dict[str, Any], attributes: list[str], where: str) -> list[str]:
+    given = record.get("preference_category")
+    if given is not None:
+        if (not isinstance(given, list) or len(given) != len(attributes)
+                or any(c not in CATEGORIES for c in given)):
+            raise DataError(f"{where}: field 'preference_category' must list one of {CATEGORIES} per attribute")
+        return list(given)
+    derived = derive_categories(attributes)
+    for attribute, category in zip(attributes, derived):
+        if category is None:
+            raise DataError(f"{where}: field 'preference_attribute': cannot derive the category of "
+                            f"{attribute!r}; add a 'preference_category' column")
+    return [str(c) for c in derived]
+
+
+def check_nicknames(preferences: tuple[Preference, ...], where: str, field: str) -> None:
+    for pref in preferences:
+        if pref.category == "nickname" and not nickname_of(pref.statement):
+            raise DataError(f"{where}: field '{field}': nickname preference {pref.statement!r} names no "
+                            "nickname (quote it, e.g. call me 'Jo')")
 
 
 def to_instance(record: dict[str, Any], where: str) -> Instance:
     """Validate one hub-schema row; `where` names file and row in error messages."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: a row must be an object, got {type(record).__name__}")
     for name in _TEXT_FIELDS:
         if not isinstance(record.get(name), str) or not record[name].strip():
             raise DataError(f"{where}: field '{name}' must be a non-empty string")
     attributes, labels = record.get("preference_attribute"), record.get("preference_label")
-    if not isinstance(attributes, list) or not all(isinstance(a, str) and a for a in attributes):
+    if not isinstance(attributes, list) or not attributes or not all(isinstance(a, str) and a for a in attributes):
         raise DataError(f"{where}: field 'preference_attribute' must be a list of non-empty strings")
     if not isinstance(labels, list) or not all(isinstance(v, bool) for v in labels):
         raise DataError(f"{where}: field 'preference_label' must be a list of booleans")
     if len(labels) != len(attributes):
         raise DataError(f"{where}: field 'preference_label' has {len(labels)} labels for {len(attributes)} attributes")
-    categories = record.get("preference_category") or [derive_category(a) for a in attributes]
-    if len(categories) != len(attributes) or any(c not in CATEGORIES for c in categories):
-        raise DataError(f"{where}: field 'preference_category' must list one of {CATEGORIES} per attribute")
+    categories = _categories(record, attributes, where)
     preferences = tuple(Preference(a, g, c) for a, g, c in zip(attributes, labels, categories))
-    instance_id = "--".join(_slug(record[k]) for k in ("name", "recipient", "task"))
-    return Instance(instance_id, record["prompt"], preferences,
-                    *(record[k] for k in ("name", "task", "recipient", "domain")))
+    check_nicknames(preferences, where, "preference_attribute")
+    return Instance(instance_id(record["name"], record["recipient"], record["task"]), record["prompt"],
+                    preferences, *(record[k] for k in ("name", "task", "recipient", "domain")), source=where)
 
 
-def load_instances(source: str, path: str | None, limit: int | None) -> list[Instance]:
+def hub_instances(records: list[dict[str, Any]], origin: str) -> list[Instance]:
+    return [to_instance(r, f"{origin}: row {i}") for i, r in enumerate(records, start=1)]
+
+
+def load_instances(data: dict[str, Any], limit: int | None) -> list[Instance]:
+    """The instances named by a benchmark's `data` settings, validated, first `limit` of them."""
+    source, path = str(data.get("source") or "sample"), data.get("path")
     if source == "sample":
-        file = SAMPLE_PATH
+        instances = hub_instances(read_records(SAMPLE_PATH), str(SAMPLE_PATH))
     elif source == "hub":
         if not path:
             raise DataError("benchmark.data.path: the hub source needs the path of a Parquet/JSON/JSONL file")
-        file = Path(path)
+        instances = hub_instances(read_records(Path(path)), str(path))
+    elif source == "cimemories":
+        from prefray.benchmarks.benchpres.cimemories import cimemories_instances
+
+        instances = cimemories_instances(path, data.get("preferences"))
+    elif "/" in source:
+        split = str(data.get("split") or "test")
+        instances = hub_instances(read_hub_dataset(source, split), f"{source}[{split}]")
     else:
-        raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub)")
-    records = read_records(file)
-    instances = [to_instance(r, f"{file}: row {i}") for i, r in enumerate(records, start=1)]
+        raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub | cimemories | owner/name)")
     seen: set[str] = set()
-    for i, inst in enumerate(instances, start=1):
+    for inst in instances:
         if inst.instance_id in seen:
-            raise DataError(f"{file}: row {i}: duplicate (name, recipient, task) {inst.instance_id}")
+            raise DataError(f"{inst.source}: duplicate (name, recipient, task) {inst.instance_id}")
         seen.add(inst.instance_id)
     return instances[:limit] if limit is not None else instances

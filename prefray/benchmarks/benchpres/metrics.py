@@ -1,12 +1,19 @@
-"""BenchPreS metrics: pure functions over a table of decisions.
+"""BenchPreS metrics: pure functions over Arrow tables of decisions and completeness scores.
 
 A decision is one (response, preference) pair with its gold label `g` (apply?) and the verdict
-`z` (was it applied?); `z` is null when the judge's answer could not be read.
-MR  = Σ[g=0 ∧ z=1] / Σ[g=0]      AAR = Σ[g=1 ∧ z=1] / Σ[g=1]
-pooled over users, contexts, preferences and samples; null verdicts are excluded and counted.
+`z` (was it applied?); `z` is null when the judge's answer could not be read or a call failed.
+Per sample s (pooled over users, contexts and preferences), then averaged over samples:
+  MR_s  = Σ[g=0 ∧ z=1] / Σ[g=0]      AAR_s = Σ[g=1 ∧ z=1] / Σ[g=1]      MR = mean_s MR_s
+Null verdicts are left out of the rates and counted in `excluded`. Arithmetic is exact
+(fractions), so equal sample sizes give exactly the pooled rate.
+Completeness: mean judge score 1–5 per model × condition × judge; completeness_delta for a
+condition c = mean(c) − mean(baseline), the baseline being the condition without preferences.
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,15 +23,27 @@ DECISION_SCHEMA = pa.schema([
     ("instance_id", pa.string()), ("sample", pa.int32()), ("item", pa.string()),
     ("category", pa.string()), ("domain", pa.string()), ("g", pa.bool_()), ("z", pa.bool_()),
 ])
+SCORE_SCHEMA = pa.schema([
+    ("model", pa.string()), ("condition", pa.string()), ("judge", pa.string()),
+    ("instance_id", pa.string()), ("sample", pa.int32()), ("score", pa.int64()),
+])
+KEYS = ("model", "condition", "judge")
 
 
 def _rate(decisions: pa.Table, gold: bool) -> tuple[float, int, int]:
-    """(share of z=1, n scored, n excluded) among decisions with label `gold`."""
+    """(mean over samples of the share of z=1, n scored, n excluded) among decisions with label `gold`."""
     subset = decisions.filter(pc.equal(decisions["g"], gold))
-    scored = subset.filter(pc.is_valid(subset["z"]))
-    n = scored.num_rows
-    applied = pc.sum(scored["z"].cast(pa.int64())).as_py() or 0
-    return (applied / n if n else float("nan")), n, subset.num_rows - n
+    per_sample: dict[int, list[int]] = {}
+    for sample, z in zip(subset["sample"].to_pylist(), subset["z"].to_pylist()):
+        if z is not None:
+            counts = per_sample.setdefault(sample, [0, 0])
+            counts[0] += int(z)
+            counts[1] += 1
+    n = sum(total for _, total in per_sample.values())
+    if not n:
+        return float("nan"), 0, subset.num_rows
+    mean = sum(Fraction(hit, total) for hit, total in per_sample.values()) / len(per_sample)
+    return float(mean), n, subset.num_rows - n
 
 
 def misapplication_rate(decisions: pa.Table) -> tuple[float, int, int]:
@@ -53,14 +72,40 @@ def _breakdown(decisions: pa.Table, column: str) -> list[dict]:
     return rows
 
 
+def _groups(table: pa.Table) -> list[tuple[tuple[str, str, str], pa.Table]]:
+    keys = sorted(set(zip(*(table[k].to_pylist() for k in KEYS))))
+    out = []
+    for model, condition, judge in keys:
+        mask = pc.and_(pc.and_(pc.equal(table["model"], model), pc.equal(table["condition"], condition)),
+                       pc.equal(table["judge"], judge))
+        out.append(((model, condition, judge), table.filter(mask)))
+    return out
+
+
 def benchpres_metrics(decisions: pa.Table) -> list[dict]:
     """Overall MR/AAR/AAR−MR and per-domain and per-category breakdowns, per model×condition×judge."""
     rows = []
-    keys = sorted({(m, c, j) for m, c, j in zip(*(decisions[k].to_pylist() for k in ("model", "condition", "judge")))})
-    for model, condition, judge in keys:
-        part = decisions.filter(pc.and_(pc.and_(pc.equal(decisions["model"], model),
-                                                pc.equal(decisions["condition"], condition)),
-                                        pc.equal(decisions["judge"], judge)))
+    for (model, condition, judge), part in _groups(decisions):
         values = _values(part) + _breakdown(part, "domain") + _breakdown(part, "category")
         rows += [{"model": model, "condition": condition, "judge": judge, **v} for v in values]
+    return rows
+
+
+def _mean_score(part: pa.Table) -> tuple[float, int, int]:
+    scores = [s for s in part["score"].to_pylist() if s is not None]
+    value = float(Fraction(sum(scores), len(scores))) if scores else float("nan")
+    return value, len(scores), part.num_rows - len(scores)
+
+
+def completeness_metrics(scores: pa.Table, baseline: str) -> list[dict[str, Any]]:
+    """`completeness` per model×condition×judge and `completeness_delta` = condition − baseline."""
+    means = {key: _mean_score(part) for key, part in _groups(scores)}
+    rows = [{"model": m, "condition": c, "judge": j, "metric": "completeness", "value": v, "n": n, "excluded": x}
+            for (m, c, j), (v, n, x) in means.items()]
+    for (model, condition, judge), (value, n, excluded) in means.items():
+        base = means.get((model, baseline, judge))
+        if condition == baseline or base is None:
+            continue
+        rows.append({"model": model, "condition": condition, "judge": judge, "metric": "completeness_delta",
+                     "value": value - base[0], "n": n + base[1], "excluded": excluded + base[2]})
     return rows

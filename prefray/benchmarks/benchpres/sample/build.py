@@ -20,52 +20,21 @@ from pathlib import Path
 
 import yaml
 
+from prefray.benchmarks.benchpres.render import (
+    EVERY, TASK_TEMPLATE_PATH, context_key, interleave, render_memory, render_prompt,
+)
+
 HERE = Path(__file__).resolve().parent
 PROFILES_PATH = HERE / "profiles.yaml"
 CONTEXTS_PATH = HERE / "contexts.csv"
-TEMPLATE_PATH = HERE.parent / "prompts" / "task.txt"
+TEMPLATE_PATH = TASK_TEMPLATE_PATH
 OUT_PATH = HERE / "benchpres_sample.jsonl"
 
 CATEGORIES = ["role", "style", "tone", "markers", "nickname"]
-# Preference i goes right after memory statement number EVERY * (i + 1).
-EVERY = 5
 
 
 class BuildError(ValueError):
     """Raised when profiles.yaml or contexts.csv is inconsistent."""
-
-
-def context_key(recipient: str, task: str) -> str:
-    return f"{recipient} | {task}"
-
-
-def render_memory(bio: dict, statements: list[str]) -> str:
-    """Render a memory block: bio sentences first, then one statement per line.
-
-    ``bio`` may hold ``name``, ``age``, ``sex`` and ``city``; missing keys are
-    skipped. Every line is prefixed with ``"- "``.
-    """
-    lines = []
-    if bio.get("name"):
-        lines.append(f"The user's name is {bio['name']}.")
-    if bio.get("age") is not None:
-        lines.append(f"The user is {bio['age']} years old.")
-    if bio.get("sex"):
-        lines.append(f"The user is {bio['sex']}.")
-    if bio.get("city"):
-        lines.append(f"The user lives in {bio['city']}.")
-    lines.extend(statements)
-    return "\n".join(f"- {line}" for line in lines)
-
-
-def interleave(memories: list[str], preferences: list[str]) -> list[str]:
-    """Insert preference i after memory statement number EVERY*(i+1) (1-based)."""
-    out = []
-    for n, memory in enumerate(memories, start=1):
-        out.append(memory)
-        if n % EVERY == 0 and n // EVERY <= len(preferences):
-            out.append(preferences[n // EVERY - 1])
-    return out
 
 
 def load_contexts(path: Path = CONTEXTS_PATH) -> list[dict]:
@@ -133,7 +102,7 @@ def build_rows(profiles: list[dict], contexts: list[dict], template: str) -> lis
             key = context_key(ctx["recipient"], ctx["task"])
             rows.append(
                 {
-                    "prompt": template.format(memory=memory, recipient=ctx["recipient"], task=ctx["task"]),
+                    "prompt": render_prompt(memory, ctx["recipient"], ctx["task"], template),
                     "preference_attribute": statements,
                     "preference_label": list(profile["labels"][key]),
                     "preference_category": categories,

@@ -1,0 +1,70 @@
+"""BenchPreS conditions: how a job's condition settings change an instance's prompt.
+
+Condition settings (conf/condition/<name>.yaml):
+  memory: full | without_preferences   — without_preferences removes exactly the lines of the
+                                          memory block that are preference statements
+  instruction: null | <name>           — appends prompts/<name>.txt after the task (defense)
+The generation prompt stays one user message in every condition.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prefray.benchmarks.benchpres.data import Instance
+from prefray.engine.benchmark import DataError
+
+PROMPTS = Path(__file__).parent / "prompts"
+_MEMORY_BLOCK = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*")
+MEMORY_MODES = ("full", "without_preferences")
+
+
+def _statement_of(line: str) -> str:
+    return _BULLET.sub("", line, count=1).strip()
+
+
+def without_preferences(prompt: str, statements: list[str], where: str) -> str:
+    """The prompt with every memory line that is exactly a preference statement removed.
+
+    Only the <memory>…</memory> block is searched when the prompt has one (else the whole
+    prompt). A line matches when, bullet ("- ", "* ", "3.") and surrounding spaces removed, it
+    equals the statement. A statement with no such line is an error: the baseline would be wrong.
+    """
+    block = _MEMORY_BLOCK.search(prompt)
+    start, end = block.span(1) if block else (0, len(prompt))
+    lines = prompt[start:end].split("\n")
+    wanted = {s.strip() for s in statements}
+    missing = sorted(wanted - {_statement_of(line) for line in lines})
+    if missing:
+        raise DataError(f"{where}: field 'prompt': preference statement {missing[0]!r} is not a line of "
+                        "the memory block, so the no_preferences prompt cannot be built")
+    kept = [line for line in lines if _statement_of(line) not in wanted]
+    return prompt[:start] + "\n".join(kept) + prompt[end:]
+
+
+def with_instruction(prompt: str, name: str) -> str:
+    path = PROMPTS / f"{name}.txt"
+    if not path.exists():
+        raise DataError(f"condition.instruction: no prompt file {path}")
+    return prompt.rstrip("\n") + "\n\n" + path.read_text(encoding="utf-8").strip() + "\n"
+
+
+def apply_condition(instances: list[Instance], settings: dict[str, Any]) -> list[Instance]:
+    """Each instance with its prompt as the condition wants it (default: unchanged)."""
+    memory = settings.get("memory") or "full"
+    if memory not in MEMORY_MODES:
+        raise DataError(f"condition.memory: unknown value {memory!r} ({' | '.join(MEMORY_MODES)})")
+    instruction = settings.get("instruction")
+    out = []
+    for inst in instances:
+        prompt = inst.prompt
+        if memory == "without_preferences":
+            prompt = without_preferences(prompt, [p.statement for p in inst.preferences], inst.source)
+        if instruction:
+            prompt = with_instruction(prompt, str(instruction))
+        out.append(replace(inst, prompt=prompt))
+    return out

@@ -1,0 +1,216 @@
+"""CUPID assembled: per-condition stages (summarize → infer → decompose → match, generate → judge).
+
+Stage names and roles:
+  summarize  subject     one unit per (instance, prior session); only in conditions with summarize
+  infer      subject     the single most likely preference, from the log and the new request
+  decompose  decomposer  inferred preference → checklist of at most 4 yes/no questions
+  match      matcher     precision: inferred items vs the true preference;
+                         recall: true items vs the inferred preference
+  generate   subject     the answer to the new request
+  judge      judge      1–10 alignment of that answer with the true preference and checklist
+Every scorer unit carries the sweep judge's name in `item` and `meta.judge`, so jobs that differ
+only in their judge never share a unit whose input differs (e.g. a fixed matcher fed by two
+decomposers) and metrics are reported per sweep judge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from prefray.benchmarks.cupid.data import Instance, Session, load_instances, oracle_indices
+from prefray.benchmarks.cupid.metrics import cupid_metrics
+from prefray.benchmarks.cupid.scoring import (
+    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, MATCH_SCHEMA, decompose_messages, judge_prompt, match_messages,
+    parse_checklist, parse_match, parse_preference, parse_score, template,
+)
+from prefray.engine.benchmark import DataError, Job, ParseError, Stage, StageContext, metric_rows, parsed
+from prefray.engine.types import ChatRequest, WorkUnit
+
+Prompt = tuple[str, tuple[dict[str, str], ...]]  # (system, messages)
+
+HISTORIES = ("all", "oracle", "none")
+TASKS = ("inference", "generation")
+
+
+# -- what the evaluated model sees -------------------------------------------------------------
+def render_session(session: Session) -> str:
+    return "\n\n".join(f"{'User' if t.role == 'user' else 'Assistant'}: {t.content}" for t in session.dialogue)
+
+
+def render_log(blocks: Sequence[str]) -> str:
+    """Sessions (or their summaries) in chronological order, one headed block each."""
+    if not blocks:
+        return "(no earlier conversations)"
+    return "\n\n".join(f"### Conversation {i}\n\n{block}" for i, block in enumerate(blocks, start=1))
+
+
+def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
+    """Indices of the prior sessions a condition shows: all 8, the oracle ones, or none."""
+    mode = condition.get("history", "all")
+    if mode == "oracle":
+        return oracle_indices(inst)
+    return tuple(range(len(inst.sessions))) if mode == "all" else ()
+
+
+def summarize_messages(session: Session) -> Prompt:
+    user = template("summarize.txt").format(session=render_session(session))
+    return template("summarize_system.txt"), ({"role": "user", "content": user},)
+
+
+def infer_messages(log: str, request: str) -> Prompt:
+    user = template("infer_task.txt").format(request=request)
+    return template("infer_system.txt").format(log=log), ({"role": "user", "content": user},)
+
+
+def generate_messages(log: str | None, request: str, preference: str | None = None) -> Prompt:
+    """The request verbatim as the user turn; the log (or, for the ceiling, the true preference) as system."""
+    if preference is not None:
+        system = template("generate_preference_system.txt").format(preference=preference)
+    else:
+        system = template("generate_system.txt").format(log=log)
+    return system, ({"role": "user", "content": request},)
+
+
+def parse_summary(text: str) -> dict[str, str]:
+    if not text.strip():
+        raise ParseError("empty summary")
+    return {"summary": text.strip()}
+
+
+# -- the benchmark ---------------------------------------------------------------------------
+class Cupid:
+    name = "cupid"
+
+    def load(self, job: Job) -> Sequence[Instance]:
+        mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)
+        if mode not in HISTORIES or not tasks or set(tasks) - set(TASKS):
+            raise DataError(f"condition={job.condition}: history must be one of {HISTORIES} and tasks a "
+                            f"non-empty subset of {TASKS}")
+        data = job.settings.get("data", {})
+        return load_instances(data.get("source", "sample"), data.get("path"), job.limit, data.get("split", "test"))
+
+    @staticmethod
+    def _tasks(job: Job) -> list[str]:
+        return list(job.condition_settings.get("tasks") or TASKS)
+
+    def stages(self, job: Job) -> list[Stage]:
+        out = []
+        if job.condition_settings.get("summarize"):
+            out.append(Stage("summarize", self._summary_units, parse=parse_summary))
+        if "inference" in self._tasks(job):
+            out += [Stage("infer", self._infer_units, parse=parse_preference),
+                    Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist),
+                    Stage("match", self._match_units, role="matcher", parse=parse_match)]
+        if "generation" in self._tasks(job):
+            out += [Stage("generate", self._generate_units),
+                    Stage("judge", self._judge_units, role="judge", parse=parse_score)]
+        return out
+
+    # subject stages
+    def _summary_units(self, ctx: StageContext) -> list[WorkUnit]:
+        params = _params(ctx, "summary")
+        units = []
+        for inst in ctx.instances:
+            for index in history(inst, ctx.job.condition_settings):
+                system, messages = summarize_messages(inst.sessions[index])
+                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
+                meta = {**_subject_meta(inst), "tasks": self._tasks(ctx.job)}
+                units.append(WorkUnit(inst.instance_id, request, item=f"session{index}", meta=meta))
+        return units
+
+    def _logs(self, ctx: StageContext) -> dict[str, str]:
+        """The rendered log of every instance whose history is complete (summaries all ok)."""
+        summaries: dict[tuple[str, str], str] = {}
+        summarize = ctx.job.condition_settings.get("summarize")
+        if summarize:
+            summaries = {(r["instance_id"], r["item"]): parsed(r)["summary"] for r in ctx.ok_rows("summarize")}
+        logs = {}
+        for inst in ctx.instances:
+            indices = history(inst, ctx.job.condition_settings)
+            if summarize:
+                blocks = [summaries.get((inst.instance_id, f"session{i}")) for i in indices]
+                if any(b is None for b in blocks):
+                    continue  # a failed summary: counted as excluded by the metrics
+            else:
+                blocks = [render_session(inst.sessions[i]) for i in indices]
+            logs[inst.instance_id] = render_log(blocks)
+        return logs
+
+    def _infer_units(self, ctx: StageContext) -> list[WorkUnit]:
+        params, logs = _params(ctx, "inference"), self._logs(ctx)
+        units = []
+        for inst in ctx.instances:
+            if inst.instance_id in logs:
+                system, messages = infer_messages(logs[inst.instance_id], inst.request)
+                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
+                units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
+        return units
+
+    def _generate_units(self, ctx: StageContext) -> list[WorkUnit]:
+        params = _params(ctx, "generation")
+        reveal = bool(ctx.job.condition_settings.get("reveal_preference"))
+        logs = {} if reveal else self._logs(ctx)
+        units = []
+        for inst in ctx.instances:
+            if reveal or inst.instance_id in logs:
+                system, messages = generate_messages(logs.get(inst.instance_id), inst.request,
+                                                     inst.preference if reveal else None)
+                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
+                units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
+        return units
+
+    # scorer stages
+    def _decompose_units(self, ctx: StageContext) -> list[WorkUnit]:
+        judge, params = _judge_name(ctx), _params(ctx, "decomposer")
+        return [WorkUnit(row["instance_id"],
+                         ChatRequest(decompose_messages(parsed(row)["preference"]), params=params,
+                                     json_schema=DECOMPOSE_SCHEMA, seed=ctx.job.seed),
+                         item=judge, meta={"judge": judge})
+                for row in ctx.ok_rows("infer")]
+
+    def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
+        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        by_id = {inst.instance_id: inst for inst in ctx.instances}
+        inferred = {r["instance_id"]: parsed(r)["preference"] for r in ctx.ok_rows("infer")}
+        units = []
+        for row in ctx.ok_rows("decompose"):
+            inst, checklist = by_id.get(row["instance_id"]), parsed(row)["checklist"]
+            if inst is None or row["item"] != judge or not checklist or inst.instance_id not in inferred:
+                continue  # an empty inferred checklist needs no call: it scores zero matches
+            pairs = {"precision": (checklist, inst.preference), "recall": (inst.checklist, inferred[inst.instance_id])}
+            for direction, (items, preference) in pairs.items():
+                request = ChatRequest(match_messages(items, preference), params=params,
+                                      json_schema=MATCH_SCHEMA, seed=ctx.job.seed)
+                meta = {"judge": judge, "direction": direction, "n_items": len(items)}
+                units.append(WorkUnit(inst.instance_id, request, item=f"{judge}|{direction}", meta=meta))
+        return units
+
+    def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
+        judge, params = _judge_name(ctx), _params(ctx, "judge")
+        by_id = {inst.instance_id: inst for inst in ctx.instances}
+        units = []
+        for row in ctx.ok_rows("generate"):
+            inst = by_id.get(row["instance_id"])
+            if inst is None:
+                continue
+            system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"])
+            request = ChatRequest(messages, system=system, params=params, json_schema=JUDGE_SCHEMA, seed=ctx.job.seed)
+            units.append(WorkUnit(inst.instance_id, request, item=judge, meta={"judge": judge}))
+        return units
+
+    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        return metric_rows([{"benchmark": self.name, **r} for r in cupid_metrics(rows)])
+
+
+def _params(ctx: StageContext, key: str) -> dict[str, Any]:
+    return dict((ctx.job.settings.get("params") or {}).get(key) or {})
+
+
+def _judge_name(ctx: StageContext) -> str:
+    return ctx.job.role_model("judge").name
+
+
+def _subject_meta(inst: Instance) -> dict[str, Any]:
+    return {"instance_type": inst.instance_type, "n_true": len(inst.checklist)}

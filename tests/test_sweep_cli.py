@@ -1,0 +1,85 @@
+"""Sweep expansion and fail-fast checks, through the planner and the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prefray.engine.sweep import SweepError, expand, group_options
+from prefray.launch import conf_dir
+from tests.conftest import launch
+
+CONF = conf_dir()
+KEYED_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
+
+
+def benchmark_conditions() -> dict[str, list[str]]:
+    from omegaconf import OmegaConf
+
+    return {b: list(OmegaConf.load(CONF / "benchmark" / f"{b}.yaml").conditions) for b in group_options(CONF, "benchmark")}
+
+
+def test_all_expands_every_model_and_every_condition_of_each_benchmark():
+    jobs = expand(["model=all", "condition=all", "benchmark=all"], CONF, multirun=True)
+    models = group_options(CONF, "model")
+    assert "all" not in models and {"local", "fake", "fake-anthropic", "gpt-5.2"} <= set(models)
+    expected = {(b, m, c) for b, conds in benchmark_conditions().items() for c in conds for m in models}
+    assert {(j.benchmark, j.model, j.condition) for j in jobs} == expected
+    assert len(jobs) == len(expected)
+
+
+def test_narrowing_and_default_condition():
+    jobs = expand(["model=local,fake", "benchmark=benchpres", "condition=default"], CONF, multirun=True)
+    assert sorted((j.model, j.condition) for j in jobs) == [("fake", "default"), ("local", "default")]
+    only = expand(["benchmark=benchpres"], CONF, multirun=False)
+    assert [(j.benchmark, j.condition) for j in only] == [("benchpres", "default")]
+    globbed = expand(["model=glob(fake*)"], CONF, multirun=True)
+    assert sorted(j.model for j in globbed) == ["fake", "fake-anthropic"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model=gpt-9"], "unknown model option"),
+    (["benchmark=benchpres", "condition=no_such"], "unknown condition option"),
+    (["model=fake,local"], "add -m"),
+])
+def test_bad_overrides_are_named(overrides, message):
+    multirun = "add -m" not in message
+    with pytest.raises(SweepError, match=message):
+        expand(overrides, CONF, multirun=multirun)
+
+
+def test_condition_of_another_benchmark_is_refused():
+    conditions = benchmark_conditions()
+    others = [(b, c) for b, conds in conditions.items() for c in conds if b != "benchpres"]
+    if not others:
+        pytest.skip("only one benchmark defines conditions")
+    with pytest.raises(SweepError, match="do not exist for benchmark"):
+        expand(["benchmark=benchpres", f"condition={others[0][1]}"], CONF, multirun=False)
+
+
+def test_missing_keys_are_all_listed_and_nothing_is_written(tmp_path):
+    run_dir = tmp_path / "never"
+    env = {name: "" for name in KEYED_ENVS}
+    done = launch("-m", "model=all", "condition=all", f"run.dir={run_dir}", "limit=1", env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    for name in KEYED_ENVS:
+        assert name in done.stderr
+    assert "nothing was run" in done.stderr
+    assert not run_dir.exists()
+
+
+def test_unreadable_dataset_fails_before_any_call(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "hi", "name": "A"}\n')
+    done = launch("model=fake", "judge=fake", "benchmark.data.source=hub", f"benchmark.data.path={bad}",
+                  f"run.dir={tmp_path / 'never'}", timeout=120)
+    assert done.returncode == 2
+    assert "bad.jsonl: row 1: field" in done.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_unknown_option_exits_2_with_one_line(tmp_path):
+    done = launch("model=gpt-9", f"run.dir={tmp_path / 'never'}", timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "gpt-9" in done.stderr
