@@ -34,6 +34,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def compose_configs(choices: list[JobChoice], conf: Path) -> list[dict[str, Any]]:
+    return compose_overrides([choice.as_overrides() for choice in choices], conf)
+
+
+def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[str, Any]]:
+    """Compose `conf/config.yaml` once per override list, resolved to plain dicts."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -41,12 +46,12 @@ def compose_configs(choices: list[JobChoice], conf: Path) -> list[dict[str, Any]
 
     configs = []
     with initialize_config_dir(str(conf), version_base="1.3"):
-        for choice in choices:
+        for overrides in override_lists:
             try:
-                cfg = compose(config_name="config", overrides=choice.as_overrides())
+                cfg = compose(config_name="config", overrides=overrides)
                 configs.append(OmegaConf.to_container(cfg, resolve=True))
             except (HydraException, OmegaConfBaseException) as exc:
-                raise SweepError(f"{' '.join(choice.as_overrides())}: {exc}".replace("\n", " ")) from None
+                raise SweepError(f"{' '.join(overrides)}: {exc}".replace("\n", " ")) from None
     return configs
 
 
@@ -109,6 +114,10 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict[str, Any
     configs = compose_configs(choices, conf)
     jobs = [build_job(cfg, conf) for cfg in configs]
     check_distinct(jobs)
+    return args, configs, jobs, load_benchmarks(configs)
+
+
+def load_benchmarks(configs: list[dict[str, Any]]) -> dict[str, Benchmark]:
     benchmarks: dict[str, Benchmark] = {}
     for cfg in configs:
         name, impl = cfg["benchmark"]["name"], cfg["benchmark"].get("impl", "")
@@ -117,7 +126,14 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict[str, Any
                 benchmarks[name] = load_benchmark(impl)
             except (ImportError, AttributeError, ValueError) as exc:
                 raise SweepError(f"benchmark={name}: cannot load impl '{impl}': {exc}") from None
-    return args, configs, jobs, benchmarks
+    return benchmarks
+
+
+def compose_judge(overrides: list[str], conf: Path) -> dict[str, Any]:
+    """The resolved judge config for `judge=NAME` plus `judge.KEY=VALUE` overrides."""
+    judge = compose_overrides([overrides], conf)[0]["judge"]
+    model_spec(judge, " ".join(overrides))
+    return judge
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         print("prefray: cannot start, nothing was run:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG
-    from prefray.engine.session import run_sweep
+    from prefray.engine.session import SweepOptions, run_sweep
 
-    return run_sweep(run_dir, configs, jobs, benchmarks, instances)
+    return run_sweep(SweepOptions.from_config(run_dir, configs[0]["run"]), configs, jobs, benchmarks, instances)
 
 
 if __name__ == "__main__":

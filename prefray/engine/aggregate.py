@@ -21,8 +21,8 @@ CALLS_SCHEMA = pa.schema([
 ])
 
 
-def compute_metrics(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
-    rows = latest_attempts(read_rows(run_dir))
+def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
+    """Each benchmark's metrics over the best attempt of every unit."""
     tables = [METRIC_SCHEMA.empty_table()]
     for name in sorted(set(rows["benchmark"].to_pylist())):
         if name not in benchmarks:
@@ -34,9 +34,8 @@ def compute_metrics(run_dir: Path, benchmarks: dict[str, Benchmark], settings: d
                           ("judge", "ascending"), ("metric", "ascending")])
 
 
-def summarize_calls(run_dir: Path) -> pa.Table:
+def summarize_calls(rows: pa.Table) -> pa.Table:
     """Per job and stage: units ok / failed / skipped, tokens and cost (best attempt per unit)."""
-    rows = latest_attempts(read_rows(run_dir))
     if rows.num_rows == 0:
         return CALLS_SCHEMA.empty_table()
     keys = ["benchmark", "model", "condition", "stage", "judge"]
@@ -48,6 +47,62 @@ def summarize_calls(run_dir: Path) -> pa.Table:
                                               ("ok", "failed", "skipped", "input_tokens", "output_tokens", "cost_usd")])
     grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
     return grouped.select(CALLS_SCHEMA.names).cast(CALLS_SCHEMA).sort_by([(k, "ascending") for k in keys])
+
+
+LEDGER_KEYS = ["provider", "model_id", "stage"]
+
+
+def ledger(rows: pa.Table) -> pa.Table:
+    """Every stored row (all attempts: each was paid) by provider, model id and stage."""
+    if rows.num_rows == 0:
+        return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
+    sent = pc.and_(pc.invert(rows["cached"].fill_null(False)), pc.not_equal(rows["status"], "skipped"))
+    table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd"])
+    table = table.append_column("calls", sent.cast(pa.int64()))
+    table = table.append_column("cached", rows["cached"].fill_null(False).cast(pa.int64()))
+    grouped = table.group_by(LEDGER_KEYS).aggregate(
+        [(c, "sum") for c in ("calls", "cached", "input_tokens", "output_tokens", "cost_usd")])
+    grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
+    return grouped.sort_by([(k, "ascending") for k in LEDGER_KEYS])
+
+
+def cell_completeness(calls: pa.Table) -> dict[tuple[str, str, str], int]:
+    """Units not ok (failed or skipped) per benchmark × model × condition."""
+    missing: dict[tuple[str, str, str], int] = {}
+    for row in calls.to_pylist():
+        key = (row["benchmark"], row["model"], row["condition"])
+        missing[key] = missing.get(key, 0) + row["failed"] + row["skipped"]
+    return missing
+
+
+def with_completeness(metrics: pa.Table, calls: pa.Table) -> pa.Table:
+    missing = cell_completeness(calls)
+    counts = [missing.get((b, m, c), 0) for b, m, c in zip(
+        *(metrics[k].to_pylist() for k in ("benchmark", "model", "condition")))]
+    return metrics.append_column("incomplete_units", pa.array(counts, pa.int64())).append_column(
+        "complete", pa.array([n == 0 for n in counts], pa.bool_()))
+
+
+def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
+                  budget_usd: float | None = None, quiet: bool = False) -> pa.Table:
+    """Write metrics.{csv,parquet,md}, calls.csv, costs.csv and judge_agreement.csv; print a summary."""
+    from prefray.engine.agreement import judge_agreement, judge_values
+    from prefray.engine.report import print_summary, render_markdown
+
+    run_dir = Path(run_dir)
+    all_rows = read_rows(run_dir)
+    best = latest_attempts(all_rows)
+    calls = summarize_calls(best)
+    metrics = with_completeness(compute_metrics(best, benchmarks, settings), calls)
+    costs = ledger(all_rows)
+    agreement = judge_agreement(judge_values(best))
+    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
+    write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
+    write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
+    if not quiet:
+        print_summary(metrics, calls, costs, budget_usd)
+        print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")
+    return metrics
 
 
 def write_atomic(path: Path, write) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import ray
 
+from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.limits import ModelLimits
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.retry import RetryPolicy
@@ -31,8 +32,19 @@ class _Lane:
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
 
-    async def call(self, request: ChatRequest) -> CallResult:
+    async def call(self, request: ChatRequest, budget: Any = None) -> CallResult:
+        """One unit: reserve its maximum cost (if a budget is set), call with retries, settle."""
         started = time.time()
+        reserved = max_call_cost(self.spec, request) if budget is not None else 0.0
+        if budget is not None and not await budget.reserve.remote(reserved):
+            return skipped_for_budget(started)
+        result = await self._call_with_retries(request, started)
+        result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
+        if budget is not None:
+            await budget.settle.remote(reserved, result.cost_usd)
+        return result
+
+    async def _call_with_retries(self, request: ChatRequest, started: float) -> CallResult:
         estimate = request.estimated_input_tokens()
         tries = 0
         while True:
@@ -69,11 +81,11 @@ class Gateway:
         self.api_key = api_key
         self.lanes: dict[str, _Lane] = {}
 
-    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None) -> list[CallResult]:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key)
-        return list(await asyncio.gather(*(lane.call(r) for r in requests)))
+        return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
 
     async def ping(self) -> bool:
         return True

@@ -55,3 +55,29 @@ def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[
     temp = path.with_name(".manifest.json.tmp")
     temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
     os.replace(temp, path)
+
+
+def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
+    """The resolved config of every job ever launched into `run_dir` (latest launch wins)."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir}: no manifest.json — not a prefray run directory")
+    jobs: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for run in json.loads(path.read_text())["runs"]:
+        for job in run["jobs"]:
+            jobs[(job["benchmark"], job["model"], job["condition"], job["judge"])] = job["config"]
+    return list(jobs.values())
+
+
+def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
+    """Set `run.KEY=VALUE` overrides (YAML-typed values) on every config; run.dir is fixed."""
+    import yaml
+
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key.startswith("run.") or key == "run.dir":
+            raise ValueError(f"'{override}': only run.KEY=VALUE settings can change here (not run.dir)")
+        for cfg in configs:
+            cfg["run"][key.removeprefix("run.")] = yaml.safe_load(value)
+    for cfg in configs:
+        cfg["run"]["dir"] = str(run_dir)

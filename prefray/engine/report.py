@@ -26,8 +26,17 @@ def headline(metrics: pa.Table) -> pa.Table:
     return metrics.take([i for i, name in enumerate(names) if "[" not in name])
 
 
-def render_markdown(metrics: pa.Table, calls: pa.Table) -> str:
-    metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded"]
+def incomplete_cells(metrics: pa.Table) -> list[str]:
+    seen = {}
+    for row in metrics.to_pylist():
+        if not row["complete"]:
+            seen[(row["benchmark"], row["model"], row["condition"])] = row["incomplete_units"]
+    return [f"{b}/{m}/{c}: {n} unit(s) failed or skipped" for (b, m, c), n in sorted(seen.items())]
+
+
+def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
+                    agreement: pa.Table | None = None, budget_usd: float | None = None) -> str:
+    metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded", "complete"]
     call_cols = ["benchmark", "model", "condition", "stage", "judge", "ok", "failed", "skipped",
                  "input_tokens", "output_tokens", "cost_usd"]
     parts = [
@@ -37,10 +46,22 @@ def render_markdown(metrics: pa.Table, calls: pa.Table) -> str:
         "## Calls", "", markdown_table(calls, call_cols), "",
         "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
     ]
+    cells = incomplete_cells(metrics)
+    if cells:
+        parts[2:2] = ["**Incomplete cells** (metrics cover only the units that ran; "
+                      "`python -m prefray.rerun RUN_DIR` runs the rest):", "", *[f"- {c}" for c in cells], ""]
+    if costs is not None and costs.num_rows:
+        spent = sum(costs["cost_usd"].to_pylist())
+        limit = f" of a {budget_usd:.2f} USD budget" if budget_usd is not None else ""
+        parts += ["## Cost ledger", "", f"Total: {spent:.4f} USD{limit}.", "",
+                  markdown_table(costs, costs.column_names), ""]
+    if agreement is not None and agreement.num_rows:
+        parts += ["## Judge agreement", "", markdown_table(agreement, agreement.column_names), ""]
     return "\n".join(parts)
 
 
-def print_summary(metrics: pa.Table, calls: pa.Table) -> None:
+def print_summary(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
+                  budget_usd: float | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -53,5 +74,10 @@ def print_summary(metrics: pa.Table, calls: pa.Table) -> None:
         table.add_row(*(_fmt(row[c]) for c in cols))
     console.print(table)
     failed = sum(calls["failed"].to_pylist()) if calls.num_rows else 0
-    if failed:
-        console.print(f"[yellow]{failed} unit(s) failed; see calls.csv (status and cause per row in the shards)[/]")
+    skipped = sum(calls["skipped"].to_pylist()) if calls.num_rows else 0
+    if failed or skipped:
+        console.print(f"[yellow]{failed} unit(s) failed, {skipped} skipped; see calls.csv and metrics.md[/]")
+    if costs is not None and costs.num_rows:
+        spent = sum(costs["cost_usd"].to_pylist())
+        limit = f" (budget {budget_usd:.2f} USD)" if budget_usd is not None else ""
+        console.print(f"spent {spent:.4f} USD{limit}; by provider, model and stage in costs.csv")

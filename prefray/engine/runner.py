@@ -1,15 +1,14 @@
 """Run the jobs of a sweep concurrently: stages in order within a job, shards in parallel.
 
-The driver plans units, skips those already stored (resume), hands each shard to the gateway of
-the model that answers it, parses answers where a stage asks for it, and writes one Parquet
-shard per batch as soon as it returns.
+The driver plans units, skips those already stored (resume), answers what it can from the
+response cache, hands the rest of each shard to the gateway of the model that answers it, parses
+answers where a stage asks for it, and writes one Parquet shard per batch as soon as it returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,93 +17,27 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
-from prefray.engine.gateway import get_gateway
+from prefray.engine.cache import ResponseCache, cache_key
+from prefray.engine.dispatch import Dispatcher
 from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
+ALL_CAUSES = frozenset({"rate_limit", "timeout", "server_error", "connection", "bad_response",
+                        "client_error", "auth", "parse_error", "budget"})
 
 
 @dataclass
 class RunSettings:
     run_dir: Path
     shard_size: int = 16
-    attempt: int = 1
     progress: ProgressFn | None = None
-
-
-@dataclass
-class Gateways:
-    """One gateway handle per endpoint and key, created on first use."""
-
-    handles: dict[str, Any] = field(default_factory=dict)
-    servers: dict[tuple[str, int], Any] = field(default_factory=dict)
-    ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
-
-    async def for_model(self, spec: ModelSpec) -> Any:
-        if spec.serve:
-            from prefray.engine.local_servers import host_port
-
-            address = host_port(spec.base_url)
-            if address not in self.ready:
-                from prefray.engine.gateway import on_this_node
-                from prefray.engine.local_servers import get_local_server
-
-                server = self.servers[address] = get_local_server(spec.serve, spec.base_url, on_this_node())
-                self.ready[address] = asyncio.ensure_future(server.ensure.remote())
-            await self.ready[address]
-        handle = self.handles.get(spec.endpoint_key)
-        if handle is None:
-            api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
-            handle = self.handles[spec.endpoint_key] = get_gateway(spec, api_key)
-        return handle
-
-    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
-        """Send one batch to the model's gateway; survive a gateway that is briefly unavailable
-        or died (a new one is started), which can re-send at most this batch."""
-        from ray.exceptions import ActorUnavailableError, RayActorError
-
-        for attempt in range(ACTOR_ATTEMPTS):
-            gateway = await self.for_model(spec)
-            try:
-                return await gateway.run_batch.remote(spec, requests)
-            except (ActorUnavailableError, RayActorError):
-                if attempt == ACTOR_ATTEMPTS - 1:
-                    raise
-                if not await _alive(gateway):
-                    self.handles.pop(spec.endpoint_key, None)
-                await asyncio.sleep(1.0 + attempt)
-        raise AssertionError("unreachable")
-
-    async def close(self) -> None:
-        import ray
-
-        for handle in self.handles.values():
-            await _quietly(handle.close.remote())
-            ray.kill(handle)
-        for server in self.servers.values():
-            await _quietly(server.stop.remote())
-            ray.kill(server)
-        self.handles.clear()
-        self.servers.clear()
-        self.ready.clear()
-
-
-ACTOR_ATTEMPTS = 3
-
-
-async def _alive(handle: Any) -> bool:
-    try:
-        return await handle.ping.remote()
-    except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
-        return False
-
-
-async def _quietly(ref: Any) -> None:
-    try:
-        await ref
-    except Exception:  # noqa: BLE001 - an actor that is already gone needs no closing
-        pass
+    cache: ResponseCache | None = None
+    write_cache: bool = True
+    # Rerun: stored units that ended failed/skipped with one of these causes are run again.
+    rerun_causes: frozenset[str] = frozenset()
+    # Re-judge: stages answered by the evaluated model are never sent (only stored rows are used).
+    subject_stages_stored_only: bool = False
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
@@ -122,19 +55,21 @@ def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
     return replace(request, params=params)
 
 
-def cost_usd(spec: ModelSpec, result: CallResult) -> float:
-    return (result.input_tokens * spec.price_input_per_mtok
-            + result.output_tokens * spec.price_output_per_mtok) / 1e6
+@dataclass
+class Pending:
+    uid: str
+    unit: WorkUnit
+    attempt: int
 
 
 class JobRunner:
     def __init__(self, job: Job, benchmark: Benchmark, instances: Sequence[Any],
-                 settings: RunSettings, gateways: Gateways):
+                 settings: RunSettings, dispatcher: Dispatcher):
         self.job = job
         self.benchmark = benchmark
         self.instances = instances
         self.settings = settings
-        self.gateways = gateways
+        self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
 
     async def run(self) -> None:
@@ -146,19 +81,33 @@ class JobRunner:
         expr = (ds.field("stage") == stage.name) & (ds.field("judge") == judge)
         return latest_attempts(read_rows(self.folder, expr))
 
+    def pending_units(self, stage: Stage, judge: str, units: list[WorkUnit]) -> list[Pending]:
+        """Units to send: never stored, or stored as failed/skipped with a cause being rerun."""
+        best = {r["unit_id"]: r for r in self.stored(stage, judge).select(
+            ["unit_id", "status", "cause", "attempt"]).to_pylist()}
+        pending = []
+        for unit in units:
+            uid = unit_id(self.job, stage, judge, unit)
+            row = best.get(uid)
+            if row is None:
+                pending.append(Pending(uid, unit, 1))
+            elif row["status"] != "ok" and row["cause"] in self.settings.rerun_causes:
+                pending.append(Pending(uid, unit, row["attempt"] + 1))
+        return pending
+
     async def run_stage(self, stage: Stage, context: StageContext) -> pa.Table:
         spec = self.job.role_model(stage.role)
         judge = "" if stage.role == "subject" else spec.name
-        done = set(self.stored(stage, judge)["unit_id"].to_pylist())
         units = stage.build(context)
-        pending = [(unit_id(self.job, stage, judge, u), u) for u in units]
-        pending = [(uid, u) for uid, u in pending if uid not in done]
+        pending = self.pending_units(stage, judge, units)
+        if stage.role == "subject" and self.settings.subject_stages_stored_only:
+            pending = []
         size = max(1, self.settings.shard_size)
         shards = [pending[i:i + size] for i in range(0, len(pending), size)]
         total, finished = len(units), len(units) - len(pending)
         self._report(stage.name, finished, total)
 
-        async def run_one(shard: list[tuple[str, WorkUnit]]) -> None:
+        async def run_one(shard: list[Pending]) -> None:
             nonlocal finished
             await self.run_shard(stage, spec, judge, shard)
             finished += len(shard)
@@ -171,36 +120,51 @@ class JobRunner:
         if self.settings.progress is not None:
             self.settings.progress(self.job, stage, finished, total)
 
-    async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str,
-                        shard: list[tuple[str, WorkUnit]]) -> None:
-        requests = [final_request(spec, unit.request) for _, unit in shard]
-        results = await self.gateways.run_batch(spec, requests)
+    async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str, shard: list[Pending]) -> None:
+        requests = [final_request(spec, p.unit.request) for p in shard]
+        keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
+        results = await self._answers(spec, requests, keys)
         parsed: list[Any] = [None] * len(results)
         if stage.parse is not None:
             await self._parse_with_one_retry(stage, spec, requests, results, parsed)
-        rows = [self._row(stage, spec, judge, uid, unit, request, result, value)
-                for (uid, unit), request, result, value in zip(shard, requests, results, parsed)]
+        if self.settings.cache is not None and self.settings.write_cache:
+            self.settings.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
+        rows = [self._row(stage, spec, judge, p, request, result, value)
+                for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
 
-    async def _parse_with_one_retry(self, stage: Stage, spec: ModelSpec,
-                                    requests: list[ChatRequest], results: list[CallResult],
-                                    parsed: list[Any]) -> None:
+    async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str]) -> list[CallResult]:
+        """Cached answers where there are any; the rest from the dispatcher."""
+        cache = self.settings.cache
+        hits = cache.get_many(keys) if cache is not None else {}
+        missing = [i for i, key in enumerate(keys) if key not in hits]
+        sent = await self.dispatcher.run_batch(spec, [requests[i] for i in missing]) if missing else []
+        results: list[CallResult | None] = [hits.get(key) for key in keys]
+        for i, result in zip(missing, sent):
+            results[i] = result
+        return results  # type: ignore[return-value]
+
+    async def _parse_with_one_retry(self, stage: Stage, spec: ModelSpec, requests: list[ChatRequest],
+                                    results: list[CallResult], parsed: list[Any]) -> None:
         failed = [i for i, r in enumerate(results) if r.status == "ok" and not _try_parse(stage, r, parsed, i)]
         if not failed:
             return
-        again = await self.gateways.run_batch(spec, [requests[i] for i in failed])
+        again = await self.dispatcher.run_batch(spec, [requests[i] for i in failed])
         for i, second in zip(failed, again):
-            second.tries += results[i].tries
-            second.input_tokens += results[i].input_tokens
-            second.output_tokens += results[i].output_tokens
+            first = results[i]
+            second.tries += first.tries
+            second.input_tokens += first.input_tokens
+            second.output_tokens += first.output_tokens
+            second.cost_usd += first.cost_usd
             results[i] = second
             if second.status == "ok" and not _try_parse(stage, second, parsed, i):
                 second.status, second.cause = "failed", "parse_error"
 
-    def _row(self, stage: Stage, spec: ModelSpec, judge: str, uid: str, unit: WorkUnit,
-             request: ChatRequest, result: CallResult, value: Any) -> dict[str, Any]:
+    def _row(self, stage: Stage, spec: ModelSpec, judge: str, pending: Pending, request: ChatRequest,
+             result: CallResult, value: Any) -> dict[str, Any]:
+        unit = pending.unit
         return {
-            "unit_id": uid, "attempt": self.settings.attempt,
+            "unit_id": pending.uid, "attempt": pending.attempt,
             "benchmark": self.job.benchmark, "model": self.job.model.name, "condition": self.job.condition,
             "stage": stage.name, "role": stage.role, "judge": judge,
             "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
@@ -211,7 +175,8 @@ class JobRunner:
             "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
             "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
             "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
-            "cost_usd": cost_usd(spec, result), "tries": result.tries, "latency_s": result.latency_s,
+            "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
+            "tries": result.tries, "latency_s": result.latency_s,
             "started_at": result.started_at, "finished_at": result.finished_at,
         }
 

@@ -1,20 +1,48 @@
-"""One sweep from start to end: Ray, manifest, concurrent jobs, metrics files, summary."""
+"""One sweep from start to end: Ray, manifest, budget, cache, concurrent jobs, metrics, summary."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from prefray.engine.aggregate import compute_metrics, summarize_calls, write_outputs
+from prefray.engine.aggregate import aggregate_run
 from prefray.engine.benchmark import Benchmark, Job
+from prefray.engine.cache import ResponseCache, default_cache_path
+from prefray.engine.dispatch import Dispatcher, Gateways
 from prefray.engine.gateway import NAMESPACE
 from prefray.engine.manifest import append_manifest
 from prefray.engine.progress import LiveProgress
-from prefray.engine.report import print_summary, render_markdown
-from prefray.engine.runner import Gateways, JobRunner, RunSettings, run_jobs
+from prefray.engine.runner import JobRunner, RunSettings, run_jobs
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Run settings shared by every job of a sweep (the `run.*` config group)."""
+
+    run_dir: Path
+    shard_size: int = 16
+    progress: bool = True
+    budget_usd: float | None = None
+    cache: bool = True
+    cache_path: Path | None = None
+
+    @classmethod
+    def from_config(cls, run_dir: Path, run: dict[str, Any]) -> "SweepOptions":
+        cache_dir = run.get("cache_dir")
+        budget = run.get("budget_usd")
+        return cls(run_dir=run_dir, shard_size=int(run.get("shard_size") or 16),
+                   progress=bool(run.get("progress", True)),
+                   budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
+                   cache_path=Path(cache_dir) / "responses.sqlite" if cache_dir else None)
+
+    def open_cache(self) -> ResponseCache | None:
+        if not self.cache:
+            return None
+        return ResponseCache(self.cache_path or default_cache_path(self.run_dir))
 
 
 def node_ip(address: str | None) -> str | None:
@@ -45,37 +73,42 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "condition": c["condition"]["name"], "judge": c["judge"]["name"], "config": c} for c in configs]
 
 
-async def _run(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-               settings: RunSettings) -> list[tuple[Job, BaseException]]:
-    gateways = Gateways()
-    runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, gateways)
+async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+                settings: RunSettings, dispatcher: Dispatcher) -> list[tuple[Job, BaseException]]:
+    runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
                for i, job in enumerate(jobs)]
     try:
         return await run_jobs(runners)
     finally:
-        await gateways.close()
+        await dispatcher.close()
 
 
-def aggregate(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> None:
-    metrics = compute_metrics(run_dir, benchmarks, settings)
-    calls = summarize_calls(run_dir)
-    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls))
-    print_summary(metrics, calls)
-    print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")
+def budget_actor(limit_usd: float | None) -> Any:
+    if limit_usd is None:
+        return None
+    from prefray.engine.budget import Budget
+
+    return Budget.remote(limit_usd)
 
 
-def run_sweep(run_dir: Path, configs: list[dict[str, Any]], jobs: Sequence[Job],
-              benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]]) -> int:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    append_manifest(run_dir, manifest_entries(configs), secret_envs(jobs))
+def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
+              benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+              run_settings: dict[str, Any] | None = None) -> int:
+    """Run (or rerun) every job against real providers, then write the metrics files."""
+    options.run_dir.mkdir(parents=True, exist_ok=True)
+    append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
     start_ray()
-    show = bool(configs[0]["run"].get("progress", True)) and sys.stderr.isatty()
+    cache = options.open_cache()
+    show = options.progress and sys.stderr.isatty()
     with LiveProgress(enabled=show) as progress:
-        settings = RunSettings(run_dir=run_dir, shard_size=int(configs[0]["run"].get("shard_size") or 16),
-                               progress=progress.update)
-        crashed = asyncio.run(_run(jobs, benchmarks, instances, settings))
+        settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
+                               cache=cache, **(run_settings or {}))
+        gateways = Gateways(budget=budget_actor(options.budget_usd))
+        crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
+    if cache is not None:
+        cache.close()
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
-    aggregate(run_dir, benchmarks, {j.benchmark: j.settings for j in jobs})
+    aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
     return 1 if crashed else 0

@@ -43,6 +43,7 @@ SHARD_SCHEMA = pa.schema([
     ("input_tokens", pa.int64()),
     ("output_tokens", pa.int64()),
     ("cost_usd", pa.float64()),
+    ("cached", pa.bool_()),
     ("tries", pa.int32()),
     ("latency_s", pa.float64()),
     ("started_at", pa.float64()),

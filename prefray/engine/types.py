@@ -109,6 +109,8 @@ class CallResult:
     latency_s: float = 0.0
     started_at: float = 0.0
     finished_at: float = 0.0
+    cached: bool = False      # answered from the response cache: nothing sent, nothing paid
+    cost_usd: float = 0.0     # what this call cost (0 when cached or when nothing was billed)
 
 
 def stable_id(*parts: object) -> str:

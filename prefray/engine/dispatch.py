@@ -1,0 +1,131 @@
+"""Where a shard's requests go: real gateways (Ray actors) or a simulation for estimates.
+
+Both offer `run_batch(spec, requests)` and `close()`, so the job runner does not care which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prefray.engine.budget import call_cost, max_output_tokens
+from prefray.engine.gateway import get_gateway
+from prefray.engine.types import CallResult, ChatRequest, ModelSpec
+
+ACTOR_ATTEMPTS = 3
+
+
+class Dispatcher(Protocol):
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Gateways:
+    """One gateway actor per endpoint and key (created on first use), plus locally served endpoints."""
+
+    budget: Any = None
+    handles: dict[str, Any] = field(default_factory=dict)
+    servers: dict[tuple[str, int], Any] = field(default_factory=dict)
+    ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
+
+    async def _ensure_local_server(self, spec: ModelSpec) -> None:
+        from prefray.engine.gateway import on_this_node
+        from prefray.engine.local_servers import get_local_server, host_port
+
+        address = host_port(spec.base_url)
+        if address not in self.ready:
+            server = self.servers[address] = get_local_server(spec.serve, spec.base_url, on_this_node())
+            self.ready[address] = asyncio.ensure_future(server.ensure.remote())
+        await self.ready[address]
+
+    async def for_model(self, spec: ModelSpec) -> Any:
+        if spec.serve:
+            await self._ensure_local_server(spec)
+        handle = self.handles.get(spec.endpoint_key)
+        if handle is None:
+            api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
+            handle = self.handles[spec.endpoint_key] = get_gateway(spec, api_key)
+        return handle
+
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+        """Send one batch; survive a gateway that is briefly unavailable or died (a new one is
+        started), which can re-send at most this batch."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        for attempt in range(ACTOR_ATTEMPTS):
+            gateway = await self.for_model(spec)
+            try:
+                return await gateway.run_batch.remote(spec, requests, self.budget)
+            except (ActorUnavailableError, RayActorError):
+                if attempt == ACTOR_ATTEMPTS - 1:
+                    raise
+                if not await _alive(gateway):
+                    self.handles.pop(spec.endpoint_key, None)
+                await asyncio.sleep(1.0 + attempt)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        import ray
+
+        for handle in self.handles.values():
+            await _quietly(handle.close.remote())
+            ray.kill(handle)
+        for server in self.servers.values():
+            await _quietly(server.stop.remote())
+            ray.kill(server)
+        self.handles.clear()
+        self.servers.clear()
+        self.ready.clear()
+
+
+@dataclass
+class SimulatedGateways:
+    """Answers every request locally, for estimates: nothing is sent.
+
+    Text comes from the fake provider's deterministic rule (so parsers and later stages work),
+    padded to the assumed answer length; tokens are estimated: input = characters / 4 (+ a few per
+    message), output = `output_ratio` × the request's max tokens.
+    """
+
+    output_ratio: float = 0.5
+
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+        return [self._answer(spec, r) for r in requests]
+
+    def _answer(self, spec: ModelSpec, request: ChatRequest) -> CallResult:
+        from prefray.fakellm import answers
+
+        messages = list(request.messages)
+        output_tokens = max(1, int(max_output_tokens(request) * self.output_ratio))
+        if request.json_schema is not None:
+            text = answers.render_json(answers.answer_json(request.json_schema, messages, request.seed))
+        else:
+            text = answers.answer_text(messages, request.seed)
+            text += " lorem" * max(0, (output_tokens * 4 - len(text)) // 6)
+        input_tokens = request.estimated_input_tokens()
+        now = time.time()
+        return CallResult(status="ok", text=text, model_version="estimate", input_tokens=input_tokens,
+                          output_tokens=output_tokens, tries=1, started_at=now, finished_at=now,
+                          cost_usd=call_cost(spec, input_tokens, output_tokens))
+
+    async def close(self) -> None:
+        return None
+
+
+async def _alive(handle: Any) -> bool:
+    try:
+        return await handle.ping.remote()
+    except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
+        return False
+
+
+async def _quietly(ref: Any) -> None:
+    try:
+        await ref
+    except Exception:  # noqa: BLE001 - an actor that is already gone needs no closing
+        pass

@@ -1,0 +1,88 @@
+"""`python -m prefray.rerun RUN_DIR [causes=rate_limit,timeout,...] [run.budget_usd=X] [run.KEY=VALUE]`
+
+Runs again only the units of RUN_DIR that ended failed or skipped (optionally only those with the
+given causes), prints the estimate first, respects the budget, keeps earlier attempts (each row
+carries its attempt number) and recomputes the metrics over the best attempt of every unit.
+Causes: rate_limit, timeout, server_error, connection, bad_response, client_error, auth,
+parse_error, budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from prefray.engine.runner import ALL_CAUSES
+from prefray.engine.sweep import SweepError
+from prefray.launch import EXIT_CONFIG, build_job, check_distinct, conf_dir, load_benchmarks
+
+
+def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]:
+    parser = argparse.ArgumentParser(prog="python -m prefray.rerun", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("settings", nargs="*", help="causes=a,b and run.KEY=VALUE settings")
+    args = parser.parse_args(argv)
+    causes, rest = ALL_CAUSES, []
+    for setting in args.settings:
+        if setting.startswith("causes="):
+            causes = frozenset(c for c in setting.removeprefix("causes=").split(",") if c)
+            unknown = sorted(causes - ALL_CAUSES)
+            if unknown:
+                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(ALL_CAUSES)}")
+        else:
+            rest.append(setting)
+    return args.run_dir, causes, rest
+
+
+def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None):
+    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge)."""
+    from prefray.engine.manifest import apply_run_overrides, recorded_configs
+    from prefray.engine.preflight import preflight
+
+    try:
+        configs = recorded_configs(run_dir)
+        apply_run_overrides(configs, overrides, run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise SweepError(str(exc)) from None
+    if replace_judge is not None:
+        configs = [{**cfg, "judge": replace_judge} for cfg in configs]
+    conf = conf_dir()
+    jobs = [build_job(cfg, conf) for cfg in configs]
+    check_distinct(jobs)
+    benchmarks = load_benchmarks(configs)
+    instances, errors = preflight(jobs, benchmarks)
+    if errors:
+        raise SweepError("cannot start, nothing was run:\n  - " + "\n  - ".join(errors))
+    return configs, jobs, benchmarks, instances
+
+
+def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any]) -> int:
+    from prefray.engine.estimate import print_estimate, simulate, summarize
+    from prefray.engine.session import SweepOptions, run_sweep
+
+    options = SweepOptions.from_config(run_dir, configs[0]["run"])
+    cache = options.open_cache()
+    rows = simulate(jobs, benchmarks, instances, run_dir,
+                    {"shard_size": options.shard_size, "cache": cache, **run_settings,
+                     "output_ratio": configs[0]["run"].get("estimate_output_ratio", 0.5)})
+    if cache is not None:
+        cache.close()
+    print_estimate(summarize(rows, jobs))
+    return run_sweep(options, configs, jobs, benchmarks, instances, run_settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        run_dir, causes, overrides = parse_args(argv)
+        configs, jobs, benchmarks, instances = prepare(run_dir, overrides)
+    except SweepError as exc:
+        print(f"prefray: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"rerun_causes": causes})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

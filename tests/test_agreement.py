@@ -1,0 +1,125 @@
+"""Inter-judge agreement over small in-memory shard tables (no Ray, no files)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from prefray.engine.agreement import AGREEMENT_SCHEMA, VALUES_SCHEMA, judge_agreement, judge_values
+from prefray.engine.store import SHARD_SCHEMA
+
+
+def row(judge: str | None, parsed: object, instance: str = "i0", *, role: str = "judge", status: str = "ok",
+        stage: str = "grade", benchmark: str = "bench", sample: int = 0) -> dict:
+    base = {field.name: None for field in SHARD_SCHEMA}
+    base.update({"unit_id": f"{judge}-{instance}-{sample}", "attempt": 0, "benchmark": benchmark, "model": "m",
+                 "condition": "c", "stage": stage, "role": role, "judge": judge, "instance_id": instance,
+                 "item": "x", "sample": sample, "status": status,
+                 "parsed_json": parsed if isinstance(parsed, str) or parsed is None else json.dumps(parsed)})
+    return base
+
+
+def table(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=SHARD_SCHEMA)
+
+
+def judged(judge: str, values: list[object], stage: str = "grade") -> list[dict]:
+    key = "applied" if all(isinstance(v, bool) for v in values) else "score"
+    return [row(judge, {key: v}, f"i{k}", stage=stage) for k, v in enumerate(values)]
+
+
+def only(result: pa.Table) -> dict:
+    assert result.num_rows == 1
+    return result.to_pylist()[0]
+
+
+def test_extraction_rules():
+    rows = table([
+        row("j1", {"reason": "text", "applied": True, "score": 3}, "a"),  # string skipped, bool first
+        row("j1", {"nested": {"score": 1}, "list": [1], "score": 4}, "b"),  # non-scalars skipped
+        row("j1", {"score": 7.5, "reason": "..."}, "c"),
+        row("j1", {"reason": "no number"}, "d"),  # nothing usable: dropped
+        row("j1", "not json", "e"),
+        row("j1", None, "f"),
+        row("j1", {"applied": False}, "g", status="failed"),
+        row("j1", {"applied": False}, "h", status="skipped"),
+        row("subj", {"applied": False}, "k", role="subject"),
+    ])
+    values = judge_values(rows)
+    assert values.schema == VALUES_SCHEMA
+    got = [(r["instance_id"], r["field"], r["value"], r["kind"]) for r in values.to_pylist()]
+    assert got == [("a", "applied", 1.0, "binary"), ("b", "score", 4.0, "scored"), ("c", "score", 7.5, "scored")]
+    assert values.column("judge").to_pylist() == ["j1"] * 3
+
+
+def test_bool_checked_before_int():
+    values = judge_values(table([row("j", {"ok": False, "n": 1}), row("j", {"n": 0, "ok": True}, "i1")]))
+    assert values.to_pylist()[0]["kind"] == "binary" and values.to_pylist()[0]["value"] == 0.0
+    assert values.to_pylist()[1]["kind"] == "scored" and values.to_pylist()[1]["field"] == "n"
+
+
+def test_cohen_kappa_hand_computed():
+    # 10 units: both 1 on 5, a=1/b=0 on 1, a=0/b=1 on 1, both 0 on 3.
+    # po = (5 + 3) / 10 = 0.8; a says 1 on 6/10, b says 1 on 6/10
+    # pe = 0.6*0.6 + 0.4*0.4 = 0.52; kappa = (0.8 - 0.52) / (1 - 0.52) = 0.28 / 0.48 = 0.58333...
+    a = [True] * 5 + [True] + [False] + [False] * 3
+    b = [True] * 5 + [False] + [True] + [False] * 3
+    result = judge_agreement(judge_values(table(judged("ja", a) + judged("jb", b))))
+    assert result.schema == AGREEMENT_SCHEMA
+    got = only(result)
+    assert (got["judge_a"], got["judge_b"], got["kind"], got["n"]) == ("ja", "jb", "binary", 10)
+    assert got["percent_agreement"] == pytest.approx(0.8)
+    assert got["cohen_kappa"] == pytest.approx(0.28 / 0.48)
+    assert got["pearson"] is None and got["spearman"] is None
+
+
+def test_kappa_when_chance_agreement_is_one():
+    same = only(judge_agreement(judge_values(table(judged("a", [True] * 4) + judged("b", [True] * 4)))))
+    assert same["cohen_kappa"] == 1.0 and same["percent_agreement"] == 1.0
+
+
+def test_scored_percent_pearson_spearman():
+    a, b = [1, 2, 3, 4, 5], [1, 3, 2, 5, 10]
+    got = only(judge_agreement(judge_values(table(judged("b", b) + judged("a", a)))))
+    assert (got["judge_a"], got["judge_b"], got["kind"], got["n"]) == ("a", "b", "scored", 5)
+    assert got["percent_agreement"] == pytest.approx(0.2)  # only unit 0 is exactly equal
+    assert got["pearson"] == pytest.approx(np.corrcoef(a, b)[0, 1])
+    # ranks of b: 1,3,2,4,5 → d² sums to 2 → rho = 1 - 6*2 / (5*(25-1)) = 0.9
+    assert got["spearman"] == pytest.approx(0.9)
+    assert got["cohen_kappa"] is None
+
+
+def test_correlations_null_when_short_or_constant():
+    short = only(judge_agreement(judge_values(table(judged("a", [1, 2]) + judged("b", [2, 1])))))
+    assert short["n"] == 2 and short["pearson"] is None and short["spearman"] is None
+    flat = only(judge_agreement(judge_values(table(judged("a", [3, 3, 3]) + judged("b", [1, 2, 3])))))
+    assert flat["pearson"] is None and flat["spearman"] is None
+
+
+def test_three_judges_three_pairs_and_stages_apart():
+    rows = judged("j3", [1, 2, 3]) + judged("j1", [1, 2, 3]) + judged("j2", [3, 2, 1])
+    rows += judged("j1", [True], stage="other") + judged("j9", [True], stage="other")
+    result = judge_agreement(judge_values(table(rows)))
+    keys = [(r["stage"], r["judge_a"], r["judge_b"]) for r in result.to_pylist()]
+    assert keys == [("grade", "j1", "j2"), ("grade", "j1", "j3"), ("grade", "j2", "j3"), ("other", "j1", "j9")]
+    by_pair = {(r["judge_a"], r["judge_b"]): r for r in result.to_pylist()}
+    assert by_pair[("j1", "j3")]["pearson"] == pytest.approx(1.0)
+    assert by_pair[("j1", "j2")]["spearman"] == pytest.approx(-1.0)
+
+
+def test_units_of_one_judge_are_not_paired():
+    rows = [row("a", {"score": 1}, "shared"), row("b", {"score": 1}, "shared"),
+            row("a", {"score": 5}, "only-a"), row("b", {"score": 2}, "only-b"),
+            row("a", {"score": 4}, "shared", sample=1), row("c", {"score": 4}, "elsewhere")]
+    result = judge_agreement(judge_values(table(rows)))
+    pairs = {(r["judge_a"], r["judge_b"]): r for r in result.to_pylist()}
+    assert set(pairs) == {("a", "b")}  # a/c and b/c share no unit: omitted
+    assert pairs[("a", "b")]["n"] == 1 and pairs[("a", "b")]["percent_agreement"] == 1.0
+
+
+def test_empty_input():
+    assert judge_values(table([])).num_rows == 0
+    assert judge_agreement(judge_values(table([]))).schema == AGREEMENT_SCHEMA
