@@ -130,6 +130,16 @@ def min_minutes(spec: ModelSpec, calls: int, input_tokens: int) -> float:
     return max(bounds)
 
 
+def write_estimate_csv(lines: list[EstimateLine], path: str | Path) -> None:
+    import csv
+    from dataclasses import asdict, fields
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(EstimateLine)])
+        writer.writeheader()
+        writer.writerows(asdict(line) for line in lines)
+
+
 def print_estimate(lines: list[EstimateLine]) -> None:
     from rich.console import Console
     from rich.table import Table

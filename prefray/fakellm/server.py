@@ -70,12 +70,15 @@ class Stats:
     output_tokens: int = 0
     by_model: Counter = field(default_factory=Counter)
     by_route: Counter = field(default_factory=Counter)
+    input_tokens_by_model: Counter = field(default_factory=Counter)
+    output_tokens_by_model: Counter = field(default_factory=Counter)
 
     def as_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
         data["requests"] = self.generation_requests
-        data["by_model"] = dict(self.by_model)
-        data["by_route"] = dict(self.by_route)
+        for name, value in self.__dict__.items():
+            if isinstance(value, Counter):
+                data[name] = dict(value)
         return data
 
 
@@ -153,7 +156,7 @@ class FakeProvider:
             text = self._answer(messages, seed, schema)
             choices.append({"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
-        self._count_answer(input_tokens, output_tokens, schema)
+        self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
         return web.json_response({
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": f"{body.get('model')}{self.options.model_version_suffix}", "choices": choices,
@@ -174,7 +177,7 @@ class FakeProvider:
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         text = self._answer(messages, body.get("seed"), schema)
         output_tokens = answers.count_tokens(text)
-        self._count_answer(input_tokens, output_tokens, schema)
+        self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
         return web.json_response({
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
@@ -187,10 +190,12 @@ class FakeProvider:
             return answers.render_json(answers.answer_json(schema, messages, seed))
         return answers.answer_text(messages, seed)
 
-    def _count_answer(self, input_tokens: int, output_tokens: int, schema: dict[str, Any] | None) -> None:
+    def _count_answer(self, model: str, input_tokens: int, output_tokens: int, schema: dict[str, Any] | None) -> None:
         self.stats.answered += 1
         self.stats.input_tokens += input_tokens
         self.stats.output_tokens += output_tokens
+        self.stats.input_tokens_by_model[model] += input_tokens
+        self.stats.output_tokens_by_model[model] += output_tokens
         self.stats.structured_requests += schema is not None
 
     async def get_stats(self, request: web.Request) -> web.Response:
