@@ -76,8 +76,7 @@ class Gateways:
             await _quietly(handle.close.remote())
             ray.kill(handle)
         for server in self.servers.values():
-            await _quietly(server.stop.remote())
-            ray.kill(server)
+            ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)
         self.handles.clear()
         self.servers.clear()
         self.ready.clear()

@@ -1,8 +1,8 @@
 """Servers prefray can start itself: the embedded local model and the fake provider.
 
-A model config with `serve: embedded` or `serve: fakellm` names one of them; the gateway that
-owns the endpoint starts it inside its own process on first use (or reuses one already
-answering on that port) and stops it when the sweep ends.
+A model config with `serve: embedded` or `serve: fakellm` names one of them. One LocalServer actor
+per host:port, on the driver's node, starts it inside its own process on first use (or reuses a
+server already answering on that port); the sweep ends by killing the actor, which ends the server.
 """
 
 from __future__ import annotations
@@ -16,15 +16,6 @@ from urllib.parse import urlparse
 import ray
 
 EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-class _Handle:
-    def __init__(self, stop_fn=None):
-        self._stop_fn = stop_fn
-
-    async def stop(self) -> None:
-        if self._stop_fn is not None:
-            await self._stop_fn()
 
 
 def host_port(base_url: str | None) -> tuple[str, int]:
@@ -90,17 +81,15 @@ class LocalServer:
     def __init__(self, kind: str, base_url: str):
         self.kind = kind
         self.base_url = base_url
-        self.handle: _Handle | None = None
+        self.started = False
+        self.server: object | None = None  # kept referenced: the server lives as long as this actor
 
     async def ensure(self) -> str:
-        if self.handle is None:
-            self.handle = await start_local_server(self.kind, self.base_url)
+        if not self.started:
+            self.server = await start_local_server(self.kind, self.base_url)
+            self.started = True
         return self.base_url
 
-    async def stop(self) -> None:
-        if self.handle is not None:
-            await self.handle.stop()
-            self.handle = None
 
 
 def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
@@ -110,22 +99,18 @@ def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.a
                                **placement).remote(kind, base_url)
 
 
-async def start_local_server(kind: str, base_url: str | None):
+async def start_local_server(kind: str, base_url: str | None) -> object | None:
+    """Start the server unless something already answers on its port (then it is reused).
+
+    Returns the running server object; it stops when the process that holds it ends."""
     host, port = host_port(base_url)
     if port_answers(host, port):
-        return _Handle()  # someone already serves this endpoint: use it, do not stop it
+        return None
     if kind == "fakellm":
         from prefray.fakellm import start
 
-        running = await start(host, port)
-        return _Handle(running.stop)
+        return await start(host, port)
     if kind == "embedded":
         threads = int(os.environ.get("PREFRAY_EMBEDDED_THREADS", "1"))
-        server = await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
-        holder = {"server": server}
-
-        async def stop() -> None:
-            holder.pop("server", None)
-
-        return _Handle(stop)
+        return await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
     raise ValueError(f"unknown local server kind {kind!r} (embedded | fakellm)")
