@@ -1,6 +1,7 @@
 """Rate-limit efficiency: sweep time ÷ the lower bound set by the provider's RPM (target ≤ 1.05).
 
-A fake server enforces RPM on the evaluated model (429 + retry-after beyond it). prefray runs
+A fake server enforces RPM on the evaluated model only (429 + retry-after beyond it; the judge
+is unlimited, so the evaluated model's lane sets the bound). prefray runs
 three concurrent BenchPreS jobs against it (one per condition); their generation calls share one
 limiter. Lower bound = generation calls ÷ (RPM / 60) seconds; the sweep's time is measured from
 the first request to the last answer (row timestamps), so Ray start-up is excluded (printed apart).
@@ -23,7 +24,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20)
     args = parser.parse_args()
     run_dir = Path(tempfile.mkdtemp()) / "run"
-    with fake_server("--rpm", str(args.rpm)) as port:
+    with fake_server("--rpm", str(args.rpm), "--limit-models", "fake-model") as port:
         url = f"http://127.0.0.1:{port}/v1"
         command_s = launch("-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake",
                            f"model.base_url={url}", f"judge.base_url={url}", f"model.rpm={args.rpm}",

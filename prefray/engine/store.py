@@ -72,11 +72,11 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
 def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
     """Every stored row under `root` (a run dir or any folder below its shards/)."""
     root = Path(root)
-    base = root / "shards" if (root / "shards").is_dir() else root
-    if not base.is_dir():
+    base = root / "shards" if (root / "shards").is_dir() or (root / "manifest.json").exists() else root
+    files = sorted(str(p) for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    if not files:
         return SHARD_SCHEMA.empty_table()
-    dataset = ds.dataset(base, format="parquet", schema=SHARD_SCHEMA, partitioning=None,
-                         exclude_invalid_files=False)
+    dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
     return dataset.to_table(filter=filter_expr)
 
 

@@ -15,6 +15,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
     parser.add_argument("--rpm", type=float, default=None, help="requests per minute before 429")
     parser.add_argument("--tpm", type=float, default=None, help="input tokens per minute before 429")
+    parser.add_argument("--limit-models", default="",
+                        help="comma-separated model ids the --rpm/--tpm limits apply to (default: all)")
     parser.add_argument("--fault-rate", type=float, default=0.0,
                         help="share of distinct requests that fail on their first arrival")
     parser.add_argument("--sticky-fault-rate", type=float, default=0.0,
@@ -27,7 +29,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     unknown = [k for k in faults if k not in FAULT_KINDS]
     if unknown:
         parser.error(f"--faults: unknown kind(s) {unknown}; choose among {list(FAULT_KINDS)}")
-    options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, fault_rate=args.fault_rate,
+    limited = tuple(m for m in args.limit_models.split(",") if m)
+    options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds)
     return args.host, args.port, options

@@ -29,6 +29,7 @@ class FakeOptions:
     latency_s: float = 0.0
     rpm: float | None = None
     tpm: float | None = None
+    limited_models: tuple[str, ...] = ()  # models the rpm/tpm limits apply to (empty = all)
     fault_rate: float = 0.0          # share of distinct requests that fail on their first arrival
     sticky_fault_rate: float = 0.0   # share of distinct requests that fail every time
     faults: tuple[str, ...] = ("429", "500", "malformed")
@@ -107,6 +108,8 @@ class FakeProvider:
 
     def _limit(self, model: str, input_tokens: int) -> float:
         wait = 0.0
+        if self.options.limited_models and model not in self.options.limited_models:
+            return wait
         if self.options.rpm:
             bucket = self.request_buckets.setdefault(model, TokenBucket(self.options.rpm, 1.0))
             wait = bucket.take(1)

@@ -1,0 +1,23 @@
+"""PRISK — the hidden costs of personalization, in three sub-benchmarks.
+
+Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models". Users are
+10-attribute profiles with memory conversations; five conditions (base, profile, retrieval,
+profile_retrieval, reflection) add the profile, BM25-retrieved memories (after a routing call), or
+both, with or without a reflection step. Sub-benchmarks:
+  IRP         irrelevant personalization: exact-match accuracy and a judge's 1-5 score
+  NARROWING   preference narrowing: CR, UIR, RelCR and Fisher's exact tests over 20 samples
+  SYCOPHANCY  drift from the base answer (1-5) and the PIS rate
+
+Run: python -m prefray.launch -m benchmark=prisk_irp,prisk_narrowing,prisk_sycophancy \
+         condition=all model=local judge=local limit=1 benchmark.samples=2
+"""
+
+from prefray.benchmarks.prisk.irp import Irp
+from prefray.benchmarks.prisk.narrowing import Narrowing
+from prefray.benchmarks.prisk.sycophancy import Sycophancy
+
+IRP = Irp("prisk_irp")
+NARROWING = Narrowing("prisk_narrowing")
+SYCOPHANCY = Sycophancy("prisk_sycophancy")
+
+__all__ = ["IRP", "NARROWING", "SYCOPHANCY", "Irp", "Narrowing", "Sycophancy"]

@@ -1,0 +1,44 @@
+"""What the three PRISK sub-benchmarks share: loading, the answer stages, the metric wrapper."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from prefray.benchmarks.prisk.data import Instance, Item, load_instances
+from prefray.benchmarks.prisk.metrics import records, relative_to_base, route_metrics
+from prefray.benchmarks.prisk.pipeline import Condition, answer_stages
+from prefray.engine.benchmark import Job, Stage, metric_rows
+
+
+class PriskBenchmark:
+    """One PRISK sub-benchmark; subclasses set `kind` and add item meta, scoring stages, metrics."""
+
+    kind = ""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def load(self, job: Job) -> Sequence[Instance]:
+        data = job.settings.get("data") or {}
+        return load_instances(self.kind, data.get("path"), job.limit, Condition.of(job).personalized)
+
+    def item_meta(self, item: Item) -> dict[str, Any]:
+        return {}
+
+    def scoring_stages(self, job: Job) -> list[Stage]:
+        return []
+
+    def stages(self, job: Job) -> list[Stage]:
+        return answer_stages(job, self.item_meta) + self.scoring_stages(job)
+
+    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+        """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark."""
+        raise NotImplementedError
+
+    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        recs = records(rows)
+        values = self.values(recs, settings) + route_metrics(recs)
+        values += relative_to_base(values, str(settings.get("reference_condition", "base")))
+        return metric_rows([{"benchmark": self.name, **v} for v in values])
