@@ -14,7 +14,8 @@ import pyarrow.dataset as ds
 
 from tests.conftest import ROOT
 
-FAKE_TWO_SDKS = ["-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake"]
+FAKE_TWO_SDKS = ["-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake",
+                 "run.cache=false"]
 
 
 def rows(run_dir: Path) -> list[dict]:
