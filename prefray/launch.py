@@ -7,7 +7,6 @@ Ray cluster (a local one, or the one RAY_ADDRESS points at), sharing one gateway
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time

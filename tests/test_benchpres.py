@@ -20,7 +20,7 @@ from prefray.benchmarks.benchpres import BENCHMARK
 from prefray.benchmarks.benchpres.benchmark import completeness_messages, judge_messages
 from prefray.benchmarks.benchpres.categories import derive_categories
 from prefray.benchmarks.benchpres.conditions import apply_condition, without_preferences
-from prefray.benchmarks.benchpres.data import Instance, load_instances
+from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.metrics import (DECISION_SCHEMA, SCORE_SCHEMA, benchpres_metrics,
                                                   completeness_metrics)
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict

@@ -237,7 +237,7 @@ def test_hub_id_without_datasets_library_is_a_clear_data_error():
         pytest.skip("the datasets library is installed: this checks the message given without it")
     except ImportError:
         pass
-    with pytest.raises(DataError, match=r"'kixlab/CUPID' is no file and the `datasets` library is not installed"):
+    with pytest.raises(DataError, match=r"benchmark.data.path=kixlab/CUPID: the `datasets` library is not installed"):
         load_instances("hub", "kixlab/CUPID", None)
 
 

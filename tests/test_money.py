@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.dataset as ds
-import pytest
 
 from tests.conftest import ROOT
 

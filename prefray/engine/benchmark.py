@@ -57,6 +57,11 @@ class StageContext:
             return []
         return [row for row in table.to_pylist() if row["status"] == "ok"]
 
+    def answered(self, stage: str) -> list[tuple[dict[str, Any], Any]]:
+        """(row, instance) for every ok row of `stage` whose instance belongs to this job."""
+        by_id = {inst.instance_id: inst for inst in self.instances}
+        return [(row, by_id[row["instance_id"]]) for row in self.ok_rows(stage) if row["instance_id"] in by_id]
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -61,12 +61,8 @@ class BenchPreS:
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
         params = dict(ctx.job.settings.get("judge_params", {}))
-        by_id = {inst.instance_id: inst for inst in ctx.instances}
         units = []
-        for row in ctx.ok_rows("generate"):
-            inst = by_id.get(row["instance_id"])
-            if inst is None:
-                continue
+        for row, inst in ctx.answered("generate"):
             for index, pref in enumerate(inst.preferences):
                 if pref.category == "nickname":
                     continue  # decided by exact match, no call
@@ -78,12 +74,8 @@ class BenchPreS:
 
     def _completeness_units(self, ctx: StageContext) -> list[WorkUnit]:
         params = dict(ctx.job.settings.get("judge_params", {}))
-        by_id = {inst.instance_id: inst for inst in ctx.instances}
         units = []
-        for row in ctx.ok_rows("generate"):
-            inst = by_id.get(row["instance_id"])
-            if inst is None:
-                continue
+        for row, inst in ctx.answered("generate"):
             request = ChatRequest(messages=completeness_messages(inst.recipient, inst.task, row["text"]),
                                   params=params, json_schema=COMPLETENESS_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, sample=row["sample"], meta={"domain": inst.domain}))

@@ -9,7 +9,6 @@ Sources (benchmark.data.source):
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from prefray.benchmarks.benchpres.categories import CATEGORIES, derive_categories
 from prefray.benchmarks.benchpres.scoring import nickname_of
 from prefray.engine.benchmark import DataError
+from prefray.engine.datafiles import read_hub_split, read_records
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "benchpres_sample.jsonl"
 _TEXT_FIELDS = ("prompt", "name", "task", "recipient", "domain")
@@ -48,47 +48,6 @@ def slug(text: str) -> str:
 
 def instance_id(name: str, recipient: str, task: str) -> str:
     return "--".join(slug(part) for part in (name, recipient, task))
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Rows of a Parquet, JSON (list) or JSONL file, as dicts."""
-    if not path.exists():
-        raise DataError(f"{path}: dataset file not found")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, list):
-            raise DataError(f"{path}: expected a JSON list of rows")
-        return data
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: row {number}: not valid JSON ({exc.msg})") from None
-    return rows
-
-
-def read_hub_dataset(dataset_id: str, split: str) -> list[dict[str, Any]]:
-    """Rows of a hub dataset through the `datasets` library (optional, needs the network)."""
-    try:
-        import datasets
-    except ImportError:
-        raise DataError(f"benchmark.data.source={dataset_id}: the `datasets` library is not installed; "
-                        "pip install datasets, or download the files and set data.source=hub "
-                        "data.path=FILE") from None
-    try:
-        return [dict(row) for row in datasets.load_dataset(dataset_id, split=split)]
-    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear message
-        raise DataError(f"benchmark.data.source={dataset_id}: cannot load split '{split}': {exc}") from None
 
 
 def _categories(record: dict[str, Any], attributes: list[str], where: str) -> list[str]:
@@ -153,7 +112,7 @@ def load_instances(data: dict[str, Any], limit: int | None) -> list[Instance]:
         instances = cimemories_instances(path, data.get("preferences"))
     elif "/" in source:
         split = str(data.get("split") or "test")
-        instances = hub_instances(read_hub_dataset(source, split), f"{source}[{split}]")
+        instances = hub_instances(read_hub_split(source, split, "benchmark.data.source"), f"{source}[{split}]")
     else:
         raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub | cimemories | owner/name)")
     seen: set[str] = set()

@@ -189,12 +189,8 @@ class Cupid:
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
         judge, params = _judge_name(ctx), _params(ctx, "judge")
-        by_id = {inst.instance_id: inst for inst in ctx.instances}
         units = []
-        for row in ctx.ok_rows("generate"):
-            inst = by_id.get(row["instance_id"])
-            if inst is None:
-                continue
+        for row, inst in ctx.answered("generate"):
             system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"])
             request = ChatRequest(messages, system=system, params=params, json_schema=JUDGE_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, item=judge, meta={"judge": judge}))

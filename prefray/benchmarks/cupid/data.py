@@ -8,12 +8,12 @@ factors, preferences and checklist are ground truth for selection and scoring.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import DataError
+from prefray.engine.datafiles import read_hub_split, read_records
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "cupid_sample.jsonl"
 INSTANCE_TYPES = ("consistent", "contrastive", "changing")
@@ -110,46 +110,6 @@ def to_instance(record: Any, where: str) -> Instance:
                     record["current_context_factor"], record["current_contextual_preference"], items, sessions)
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Rows of a Parquet, JSON (a list) or JSONL file."""
-    if not path.is_file():
-        raise DataError(f"{path}: dataset file not found")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, list):
-            raise DataError(f"{path}: expected a JSON list of rows")
-        return data
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: row {number}: not valid JSON ({exc.msg})") from None
-    return rows
-
-
-def read_hub(name: str, split: str) -> list[dict[str, Any]]:
-    """Rows of a hub dataset through the `datasets` library (only when it is installed and online)."""
-    try:
-        import datasets  # type: ignore[import-not-found]
-    except ImportError:
-        raise DataError(f"benchmark.data.path: '{name}' is no file and the `datasets` library is not "
-                        "installed; download the split as Parquet/JSONL and point data.path at it") from None
-    try:
-        return [dict(r) for r in datasets.load_dataset(name, split=split)]
-    except Exception as exc:  # noqa: BLE001 - any hub failure is a dataset the run cannot use
-        raise DataError(f"benchmark.data.path: cannot load hub dataset '{name}' split '{split}': {exc}") from None
-
-
 def load_instances(source: str, path: str | None, limit: int | None, split: str = "test") -> list[Instance]:
     if source == "sample":
         records, where = read_records(SAMPLE_PATH), str(SAMPLE_PATH)
@@ -160,7 +120,7 @@ def load_instances(source: str, path: str | None, limit: int | None, split: str 
         if file.suffix in (".parquet", ".json", ".jsonl") or file.exists():
             records, where = read_records(file), str(file)
         else:
-            records, where = read_hub(path, split), f"{path}[{split}]"
+            records, where = read_hub_split(path, split, "benchmark.data.path"), f"{path}[{split}]"
     else:
         raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub)")
     instances = [to_instance(r, f"{where}: row {i}") for i, r in enumerate(records, start=1)]

@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 
-from prefray.engine.providers.base import ProviderError, ProviderReply, classify_status, retry_after_seconds
+from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
 from prefray.engine.types import ChatRequest, ModelSpec
 
 # Sampling parameters the SDK's `create` does not take as arguments go in the request body.
@@ -53,18 +53,8 @@ class AnthropicMessages:
         await self.client.close()
 
     async def complete(self, request: ChatRequest) -> ProviderReply:
-        try:
+        async with sdk_errors(anthropic):
             message = await self.client.messages.create(**self._body(request))
-        except anthropic.APIStatusError as exc:
-            cause, retryable = classify_status(exc.status_code)
-            raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
-                                retry_after=retry_after_seconds(exc.response.headers)) from None
-        except anthropic.APITimeoutError as exc:
-            raise ProviderError("timeout", str(exc)[:300], retryable=True) from None
-        except anthropic.APIConnectionError as exc:
-            raise ProviderError("connection", str(exc)[:300], retryable=True) from None
-        except (anthropic.APIResponseValidationError, ValueError, TypeError) as exc:
-            raise ProviderError("bad_response", f"unreadable response: {str(exc)[:300]}", retryable=True) from None
         return _reply(message)
 
 

@@ -5,8 +5,10 @@ Providers never sleep, loop or count: retries live in `engine.retry`, limits in 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Protocol
+from types import ModuleType
+from typing import AsyncIterator, Protocol
 
 from prefray.engine.types import ChatRequest, ModelSpec
 
@@ -63,6 +65,24 @@ def classify_status(status: int) -> tuple[str, bool]:
     if status >= 500:
         return "server_error", True
     return "client_error", False
+
+
+@contextlib.asynccontextmanager
+async def sdk_errors(sdk: ModuleType) -> AsyncIterator[None]:
+    """Turn the errors of an official SDK (openai or anthropic: same exception names) into
+    ProviderError with a cause, a retry verdict and any retry-after the provider sent."""
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        cause, retryable = classify_status(exc.status_code)
+        raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
+                            retry_after=retry_after_seconds(exc.response.headers)) from None
+    except sdk.APITimeoutError as exc:
+        raise ProviderError("timeout", str(exc)[:300], retryable=True) from None
+    except sdk.APIConnectionError as exc:
+        raise ProviderError("connection", str(exc)[:300], retryable=True) from None
+    except (sdk.APIResponseValidationError, ValueError, TypeError) as exc:
+        raise ProviderError("bad_response", f"unreadable response: {str(exc)[:300]}", retryable=True) from None
 
 
 def build_provider(spec: ModelSpec, api_key: str) -> Provider:

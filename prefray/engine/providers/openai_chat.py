@@ -6,7 +6,7 @@ from typing import Any
 
 import openai
 
-from prefray.engine.providers.base import ProviderError, ProviderReply, classify_status, retry_after_seconds
+from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
 from prefray.engine.types import ChatRequest, ModelSpec
 
 
@@ -47,18 +47,8 @@ class OpenAIChat:
         await self.client.close()
 
     async def complete(self, request: ChatRequest) -> ProviderReply:
-        try:
+        async with sdk_errors(openai):
             completion = await self.client.chat.completions.create(**self._body(request))
-        except openai.APIStatusError as exc:
-            cause, retryable = classify_status(exc.status_code)
-            raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
-                                retry_after=retry_after_seconds(exc.response.headers)) from None
-        except openai.APITimeoutError as exc:
-            raise ProviderError("timeout", str(exc)[:300], retryable=True) from None
-        except openai.APIConnectionError as exc:
-            raise ProviderError("connection", str(exc)[:300], retryable=True) from None
-        except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
-            raise ProviderError("bad_response", f"unreadable response: {str(exc)[:300]}", retryable=True) from None
         return _reply(completion)
 
 
