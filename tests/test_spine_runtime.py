@@ -106,3 +106,16 @@ def test_timeout_is_a_cause(run_cli, make_fake_server, tmp_path):
             "model.max_attempts=2", "model.max_wait_s=0.1")
     (row,) = rows(tmp_path / "run")
     assert (row["status"], row["cause"], row["tries"]) == ("failed", "timeout", 2)
+
+
+def test_api_key_never_reaches_outputs(run_cli, fake_server, tmp_path):
+    secret = "sk-prefray-test-6b1f0c9e"
+    run_dir = tmp_path / "run"
+    run_cli("benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(),
+            "model.api_key_env=PREFRAY_TEST_KEY", f"run.dir={run_dir}", "limit=1", "benchmark.samples=1",
+            env={"PREFRAY_TEST_KEY": secret})
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files) and (run_dir / "manifest.json").exists()
+    assert "PREFRAY_TEST_KEY" in (run_dir / "manifest.json").read_text()  # the variable's name only
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path

@@ -28,9 +28,14 @@ class _Lane:
 
     def __init__(self, spec: ModelSpec, api_key: str):
         self.spec = spec
+        self.api_key = api_key
         self.provider = build_provider(spec, api_key)
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
+
+    def _redact(self, text: str) -> str:
+        """Error texts are stored on rows: never with the API key in them."""
+        return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
     async def call(self, request: ChatRequest, budget: Any = None) -> CallResult:
         """One unit: reserve its maximum cost (if a budget is set), call with retries, settle."""
@@ -69,7 +74,7 @@ class _Lane:
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
-                return CallResult(status="failed", cause=error.cause, error=str(error), tries=tries,
+                return CallResult(status="failed", cause=error.cause, error=self._redact(str(error)), tries=tries,
                                   latency_s=done - sent, started_at=started, finished_at=done)
             await asyncio.sleep(wait)
 
