@@ -61,8 +61,10 @@ def test_sweep_over_two_sdks_equals_independent_rates(run_cli, fake_server, tmp_
         assert abs(metrics[(model, "AAR-MR")] - (expected["AAR"] - expected["MR"])) < 1e-12
     stats = fake_server.stats()
     assert stats["by_route"]["messages"] == LIMIT * 3  # the anthropic generations went through /v1/messages
-    for name in ("metrics.parquet", "metrics.md", "manifest.json", "calls.csv"):
+    for name in ("metrics.parquet", "metrics.md", "manifest.json", "calls.csv", "costs.csv"):
         assert (run_dir / name).exists()
+    for figure in ("benchpres__MR.png", "benchpres__MR_category.png", "benchpres__AAR_domain.png"):
+        assert (run_dir / "plots" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_second_run_sends_zero_requests(run_cli, fake_server, tmp_path):

@@ -84,8 +84,9 @@ def with_completeness(metrics: pa.Table, calls: pa.Table) -> pa.Table:
 
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
-                  budget_usd: float | None = None, quiet: bool = False) -> pa.Table:
-    """Write metrics.{csv,parquet,md}, calls.csv, costs.csv and judge_agreement.csv; print a summary."""
+                  budget_usd: float | None = None, quiet: bool = False, plots: bool = True) -> pa.Table:
+    """Write metrics.{csv,parquet,md}, calls.csv, costs.csv, judge_agreement.csv and plots/*.png;
+    print a summary."""
     from prefray.engine.agreement import judge_agreement, judge_values
     from prefray.engine.report import print_summary, render_markdown
 
@@ -99,6 +100,10 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
+    if plots:
+        from prefray.engine.plots import write_plots
+
+        write_plots(run_dir, metrics)
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")
