@@ -150,3 +150,15 @@ def test_estimate_matches_real_usage(run_cli, fake_server, tmp_path):
     # generation input tokens: within 10% of what the server counted (characters / 4 both ways)
     real_in = sum(r["input_tokens"] for r in stored if r["stage"] == "generate")
     assert abs(int(lines["generate"]["input_tokens"]) - real_in) <= 0.10 * real_in
+
+
+def test_estimate_counts_later_stages_of_free_text_answers(tmp_path):
+    """CUPID's inference answers must carry a "Preference:" line; the estimate stands in the
+    stage's example answer for simulated text that lacks it, so every inference is decomposed."""
+    estimate_csv = tmp_path / "estimate.csv"
+    cli("prefray.plan", "-m", "benchmark=cupid", "condition=full,oracle", "model=gpt-4o", "judge=gpt-4o",
+        f"run.dir={tmp_path / 'never'}", "--csv", str(estimate_csv))
+    with open(estimate_csv) as handle:
+        calls = {r["stage"]: int(r["calls"]) for r in csv.DictReader(handle)}
+    assert calls["infer"] == calls["decompose"] == 2 * 6  # 2 conditions × 6 sample instances
+    assert not (tmp_path / "never").exists()

@@ -69,12 +69,15 @@ class Stage:
 
     `parse` turns an answer into JSON-serialisable data or raises ParseError; an unparsable answer
     is asked once more, then stored with status failed and cause parse_error.
+    `example_answer` is a well-formed answer that estimates use when their simulated text does not
+    parse (free-text stages with a required format), so later stages are counted in full.
     """
 
     name: str
     build: Callable[[StageContext], list[WorkUnit]]
     role: str = "subject"
     parse: Callable[[str], Any] | None = None
+    example_answer: str | None = None
 
 
 class Benchmark(Protocol):

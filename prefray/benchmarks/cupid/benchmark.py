@@ -32,6 +32,8 @@ Prompt = tuple[str, tuple[dict[str, str], ...]]  # (system, messages)
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
+# A well-formed inference answer for cost estimates (simulated answers rarely carry the label).
+EXAMPLE_INFERENCE = "Preference: The user wants the answer shaped to the situation this request comes from."
 
 
 # -- what the evaluated model sees -------------------------------------------------------------
@@ -100,7 +102,7 @@ class Cupid:
         if job.condition_settings.get("summarize"):
             out.append(Stage("summarize", self._summary_units, parse=parse_summary))
         if "inference" in self._tasks(job):
-            out += [Stage("infer", self._infer_units, parse=parse_preference),
+            out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE),
                     Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist),
                     Stage("match", self._match_units, role="matcher", parse=parse_match)]
         if "generation" in self._tasks(job):
