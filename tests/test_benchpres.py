@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from prefray.benchmarks.benchpres import BENCHMARK
-from prefray.benchmarks.benchpres.benchmark import completeness_messages, judge_messages
+from prefray.benchmarks.benchpres.benchmark import completeness_messages
 from prefray.benchmarks.benchpres.categories import derive_categories
 from prefray.benchmarks.benchpres.conditions import apply_condition, without_preferences
 from prefray.benchmarks.benchpres.data import load_instances
@@ -26,7 +26,8 @@ from prefray.benchmarks.benchpres.metrics import (DECISION_SCHEMA, SCORE_SCHEMA,
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
 from prefray.engine.benchmark import DataError, ParseError
 from prefray.engine.store import SHARD_SCHEMA
-from prefray.fakellm.answers import answer_json, answer_key, answer_text, boolean_at
+from prefray.fakellm.answers import answer_json, answer_text
+from tests.test_spine_sweep import independent_verdict
 
 PACKAGE = Path(__file__).resolve().parent.parent / "prefray/benchmarks/benchpres"
 SAMPLE = PACKAGE / "sample/benchpres_sample.jsonl"
@@ -388,11 +389,7 @@ def expected_metrics(shards, condition):
             assert text == answer_text([{"role": "user", "content": condition_prompt(row, condition)}], sample)
             for pref, g, category in zip(row["preference_attribute"], row["preference_label"],
                                          row["preference_category"]):
-                if category == "nickname":
-                    nickname = re.search(r"'([^']+)'", pref).group(1)
-                    z = re.search(rf"(?<!\w){re.escape(nickname)}(?!\w)", text) is not None
-                else:
-                    z = boolean_at(answer_key(list(judge_messages(pref, text)), 0), "/applied")
+                z = independent_verdict(pref, category, text)
                 hits[(g, sample)][0] += z
                 hits[(g, sample)][1] += 1
             messages = list(completeness_messages(row["recipient"], row["task"], text))

@@ -21,6 +21,15 @@ def read_metrics(run_dir: Path) -> dict[tuple[str, str], float]:
         return {(r["model"], r["metric"]): float(r["value"]) for r in csv.DictReader(handle)}
 
 
+def independent_verdict(preference: str, category: str, text: str) -> bool:
+    """Whether the run must count `preference` as applied in `text`: nickname by exact match of
+    the quoted name, anything else by the fake judge's rule for the judge prompt (seed 0)."""
+    if category == "nickname":
+        nickname = re.search(r"'([^']+)'", preference).group(1)
+        return re.search(rf"(?<!\w){re.escape(nickname)}(?!\w)", text) is not None
+    return boolean_at(answer_key(list(judge_messages(preference, text)), 0), "/applied")
+
+
 def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
     """MR and AAR computed here from the fake server's documented answer rule."""
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()][:LIMIT]
@@ -39,11 +48,7 @@ def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
             assert text == answer_text([{"role": "user", "content": row["prompt"]}], sample)
             for pref, g, category in zip(row["preference_attribute"], row["preference_label"],
                                          row["preference_category"]):
-                if category == "nickname":
-                    nickname = re.search(r"'([^']+)'", pref).group(1)
-                    z = re.search(rf"(?<!\w){re.escape(nickname)}(?!\w)", text) is not None
-                else:
-                    z = boolean_at(answer_key(list(judge_messages(pref, text)), 0), "/applied")
+                z = independent_verdict(pref, category, text)
                 counts[g][0] += z
                 counts[g][1] += 1
     return {"MR": counts[False][0] / counts[False][1], "AAR": counts[True][0] / counts[True][1]}
