@@ -148,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         for cfg in configs:
             print(OmegaConf.to_yaml(cfg))
         return 0
+    from prefray.engine.manifest import conflicting_jobs
     from prefray.engine.preflight import preflight
 
     instances, errors = preflight(jobs, benchmarks)
+    conflicts = conflicting_jobs(run_dir, configs)
+    if conflicts:
+        errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
+                      "settings to resume): " + "; ".join(conflicts))
     if errors:
         print("prefray: cannot start, nothing was run:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG

@@ -82,3 +82,16 @@ def test_unknown_option_exits_2_with_one_line(tmp_path):
     done = launch("model=gpt-9", f"run.dir={tmp_path / 'never'}", timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "gpt-9" in done.stderr
+
+
+def test_resuming_with_other_settings_is_refused(run_cli, fake_server, tmp_path):
+    run_dir = tmp_path / "run"
+    base = ["model=fake", "judge=fake", *fake_server.model_overrides(), f"run.dir={run_dir}", "benchmark.samples=1"]
+    run_cli(*base, "limit=1")
+    sent = fake_server.stats()["requests"]
+    done = launch(*base, "limit=1", "run.seed=7", "judge.params.max_tokens=99", timeout=120)
+    assert done.returncode == 2
+    assert "other settings" in done.stderr and "seed" in done.stderr and "judge.params.max_tokens" in done.stderr
+    assert fake_server.stats()["requests"] == sent
+    run_cli(*base, "limit=2", "benchmark.samples=2", "run.shard_size=3")  # more data or samples: a resume
+    assert fake_server.stats()["requests"] > sent

@@ -81,3 +81,44 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
             cfg["run"][key.removeprefix("run.")] = yaml.safe_load(value)
     for cfg in configs:
         cfg["run"]["dir"] = str(run_dir)
+
+
+# Settings that decide what a stored unit means: resuming with other values would mix answers.
+_MODEL_KEYS = ("provider", "model_id", "params", "max_output_tokens")
+
+
+def result_identity(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a job's config that its stored answers depend on (not limits, paths or URLs)."""
+    return {
+        # more samples only add units; every other benchmark setting shapes the stored answers
+        "benchmark": {k: v for k, v in cfg["benchmark"].items() if k != "samples"},
+        "condition": cfg["condition"],
+        "model": {k: cfg["model"].get(k) for k in _MODEL_KEYS},
+        "judge": {k: cfg["judge"].get(k) for k in _MODEL_KEYS},
+        "seed": cfg["run"].get("seed"),
+    }
+
+
+def conflicting_jobs(run_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
+    """Jobs this launch shares with earlier launches into `run_dir` but with other settings."""
+    if not (Path(run_dir) / "manifest.json").exists():
+        return []
+    earlier = {(c["benchmark"]["name"], c["model"]["name"], c["condition"]["name"], c["judge"]["name"]): c
+               for c in recorded_configs(run_dir)}
+    conflicts = []
+    for cfg in configs:
+        key = (cfg["benchmark"]["name"], cfg["model"]["name"], cfg["condition"]["name"], cfg["judge"]["name"])
+        before = earlier.get(key)
+        if before is None:
+            continue
+        old, new = result_identity(before), result_identity(cfg)
+        changed = sorted(_diff(old, new))
+        if changed:
+            conflicts.append(f"{'/'.join(key)}: {', '.join(changed)}")
+    return conflicts
+
+
+def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{path}.{k}".lstrip("."))]
+    return [] if old == new else [path]
