@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print("prefray: cannot estimate:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG
     options = SweepOptions.from_config(run_dir, configs[0]["run"])
-    cache = options.open_cache() if (options.cache_path or run_dir.parent).exists() else None
+    cache = options.open_cache(only_if_present=True)  # an estimate creates no cache file
     settings = {"shard_size": options.shard_size, "cache": cache,
                 "output_ratio": configs[0]["run"].get("estimate_output_ratio", 0.5)}
     rows = simulate(jobs, benchmarks, instances, run_dir, settings)

@@ -140,6 +140,7 @@ def test_estimate_matches_real_usage(run_cli, fake_server, tmp_path):
     estimate_csv = tmp_path / "estimate.csv"
     cli("prefray.plan", *args, "--csv", str(estimate_csv))
     assert not run_dir.exists() and fake_server.stats()["requests"] == 0
+    assert not (tmp_path / ".prefray-cache").exists()  # an estimate writes nothing, no cache either
     run_cli(*args)
     stored = rows(run_dir)
     real_calls = Counter(r["stage"] for r in stored)

@@ -15,6 +15,8 @@ from urllib.parse import urlparse
 
 import ray
 
+from prefray.engine.gateway import NAMESPACE
+
 EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -95,7 +97,7 @@ class LocalServer:
 def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
     host, port = host_port(base_url)
     job = ray.get_runtime_context().get_job_id()
-    return LocalServer.options(name=f"local-server-{host}-{port}-{job}", namespace="prefray", get_if_exists=True,
+    return LocalServer.options(name=f"local-server-{host}-{port}-{job}", namespace=NAMESPACE, get_if_exists=True,
                                **placement).remote(kind, base_url)
 
 

@@ -39,10 +39,15 @@ class SweepOptions:
                    budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
                    cache_path=Path(cache_dir) / "responses.sqlite" if cache_dir else None)
 
-    def open_cache(self) -> ResponseCache | None:
-        if not self.cache:
+    @property
+    def cache_file(self) -> Path:
+        return self.cache_path or default_cache_path(self.run_dir)
+
+    def open_cache(self, only_if_present: bool = False) -> ResponseCache | None:
+        """The response cache, or None when bypassed (or, for read-only users, not there yet)."""
+        if not self.cache or (only_if_present and not self.cache_file.exists()):
             return None
-        return ResponseCache(self.cache_path or default_cache_path(self.run_dir))
+        return ResponseCache(self.cache_file)
 
 
 def node_ip(address: str | None) -> str | None:
