@@ -180,6 +180,7 @@ class JobRunner:
             "params_json": json.dumps(request.params, sort_keys=True),
             "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
             "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
+            "finish_reason": result.finish_reason, "truncated": result.truncated,
             "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
             "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
             "tries": result.tries, "latency_s": result.latency_s,

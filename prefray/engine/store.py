@@ -40,6 +40,8 @@ SHARD_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("text", pa.string()),
     ("parsed_json", pa.string()),
+    ("finish_reason", pa.string()),
+    ("truncated", pa.bool_()),
     ("input_tokens", pa.int64()),
     ("output_tokens", pa.int64()),
     ("cost_usd", pa.float64()),

@@ -12,7 +12,7 @@ Status = Literal["ok", "failed", "skipped"]
 # Why a row did not end ok. Stored on the row so reruns can select by cause.
 Cause = Literal[
     "rate_limit", "timeout", "server_error", "connection", "bad_response",
-    "client_error", "auth", "parse_error", "budget", "",
+    "client_error", "auth", "parse_error", "budget", "context_overflow", "model_not_found", "",
 ]
 
 
@@ -111,6 +111,8 @@ class CallResult:
     finished_at: float = 0.0
     cached: bool = False      # answered from the response cache: nothing sent, nothing paid
     cost_usd: float = 0.0     # what this call cost (0 when cached or when nothing was billed)
+    finish_reason: str = ""   # the provider's own finish/stop reason ("stop", "length", "end_turn", ...)
+    truncated: bool = False   # the answer was cut by the output budget (finish reason length/max_tokens)
 
 
 def stable_id(*parts: object) -> str:

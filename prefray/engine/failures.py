@@ -1,0 +1,61 @@
+"""The one failure policy every benchmark follows. Each stored row falls in exactly one class:
+
+- ``answered``       the call returned an answer (possibly empty, refused or truncated: it is the
+                     model's answer and is scored as given; truncation is flagged on the row).
+- ``no_answer``      every try ended in an infrastructure failure (rate limit, timeout, dropped
+                     connection, server error, unreadable HTTP response, auth, client error) or the
+                     budget skipped it. The unit is excluded, its cell is marked incomplete, and
+                     ``python -m prefray.rerun`` finishes it.
+- ``model_failure``  the evaluated model's own failure: its answer was unparsable where the benchmark
+                     asks for a format (after one re-ask), or the provider refused the prompt as longer
+                     than the model's context. Scored as the paper's reference scores it (for example
+                     0), never dropped from a denominator.
+- ``judge_failure``  a judge's answer stayed unreadable after its one re-ask. Excluded, counted per judge.
+
+The classes are computed from ``role``, ``status`` and ``cause``, so they hold for old runs too.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+FailureClass = Literal["answered", "no_answer", "model_failure", "judge_failure"]
+FAILURE_CLASSES: tuple[FailureClass, ...] = ("answered", "no_answer", "model_failure", "judge_failure")
+
+# Causes that are the evaluated model's own doing (when the row belongs to the subject role).
+MODEL_FAILURE_CAUSES = frozenset({"parse_error", "context_overflow"})
+# Causes that are the judge's own doing (when the row belongs to a judge role).
+JUDGE_FAILURE_CAUSES = frozenset({"parse_error"})
+
+
+def failure_class(role: str, status: str, cause: str) -> FailureClass:
+    """The class of one row (see the module docstring)."""
+    if status == "ok":
+        return "answered"
+    if role == "subject" and cause in MODEL_FAILURE_CAUSES:
+        return "model_failure"
+    if role != "subject" and cause in JUDGE_FAILURE_CAUSES:
+        return "judge_failure"
+    return "no_answer"
+
+
+def failure_classes(rows: pa.Table) -> pa.Array:
+    """``failure_class`` for every row of a shard table, as a string column."""
+    ok = pc.equal(rows["status"], "ok")
+    subject = pc.equal(rows["role"], "subject")
+    model_cause = pc.is_in(rows["cause"], pa.array(sorted(MODEL_FAILURE_CAUSES)))
+    judge_cause = pc.is_in(rows["cause"], pa.array(sorted(JUDGE_FAILURE_CAUSES)))
+    return pc.case_when(
+        pc.make_struct(ok, pc.and_(subject, model_cause), pc.and_(pc.invert(subject), judge_cause)),
+        "answered", "model_failure", "judge_failure", "no_answer")
+
+
+def is_model_failure(row: dict) -> bool:
+    return failure_class(row.get("role", "subject"), row["status"], row.get("cause", "")) == "model_failure"
+
+
+def is_no_answer(row: dict) -> bool:
+    return failure_class(row.get("role", "subject"), row["status"], row.get("cause", "")) == "no_answer"

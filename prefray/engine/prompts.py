@@ -1,0 +1,48 @@
+"""Prompt files, replaceable per stage without code changes.
+
+Every benchmark keeps its prompts as text files in its own `prompts/` folder. A user can replace
+any of them for a run with `benchmark.prompts.<name>=PATH` (for example a paper's reference
+prompts); `<name>` is the file's stem (`match` for `prompts/match.txt`). A path that does not exist
+is a config error, raised before any call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class PromptError(ValueError):
+    """A prompt override that cannot be used (names the key and the path)."""
+
+
+def prompt_overrides(settings: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (settings or {}).get("prompts") or {}
+
+
+def prompt_path(folder: Path, name: str, settings: Mapping[str, Any] | None = None) -> Path:
+    """The file a stage's prompt `name` is read from: the override if one is set, else the default."""
+    override = prompt_overrides(settings).get(name)
+    if override in (None, ""):
+        return Path(folder) / f"{name}.txt"
+    path = Path(str(override)).expanduser()
+    if not path.is_file():
+        raise PromptError(f"benchmark.prompts.{name}={override}: no such file")
+    return path
+
+
+def read_prompt(folder: Path, name: str, settings: Mapping[str, Any] | None = None) -> str:
+    """The text of prompt `name` (see `prompt_path`)."""
+    return prompt_path(folder, name, settings).read_text(encoding="utf-8")
+
+
+def check_prompt_overrides(folder: Path, settings: Mapping[str, Any] | None) -> list[str]:
+    """Problems with `benchmark.prompts.*` overrides: unknown names or missing files (empty = fine)."""
+    problems = []
+    for name, value in prompt_overrides(settings).items():
+        if not (Path(folder) / f"{name}.txt").is_file():
+            known = ", ".join(sorted(p.stem for p in Path(folder).glob("*.txt")))
+            problems.append(f"benchmark.prompts.{name}: no prompt named '{name}' (known: {known})")
+        elif value not in (None, "") and not Path(str(value)).expanduser().is_file():
+            problems.append(f"benchmark.prompts.{name}={value}: no such file")
+    return problems
