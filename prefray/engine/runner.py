@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
 from prefray.engine.cache import ResponseCache, cache_key
 from prefray.engine.dispatch import Dispatcher
+from prefray.engine.output_budget import final_request
 from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
@@ -45,16 +46,6 @@ class RunSettings:
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
     return stable_id(job.benchmark, job.condition, job.model.name, stage.name, judge,
                      unit.instance_id, unit.item, unit.sample)
-
-
-def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
-    """The model's default params overlaid by the stage's own, within the model's output cap."""
-    params = {**spec.params, **request.params}
-    if spec.max_output_tokens is not None:
-        for name in ("max_tokens", "max_completion_tokens"):
-            if name in params:
-                params[name] = min(int(params[name]), spec.max_output_tokens)
-    return replace(request, params=params)
 
 
 @dataclass

@@ -36,6 +36,8 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
     # Hard cap on output tokens, applied over any stage's max_tokens (e.g. for a slow local model).
     max_output_tokens: int | None = None
+    # Output tokens the model spends reasoning before its visible answer (see engine/output_budget.py).
+    reasoning_tokens: int = 0
     serve: Literal["embedded", "fakellm"] | None = None
 
     @property

@@ -36,6 +36,7 @@ class FakeOptions:
     fault_retry_after_s: float = 0.2
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
+    context_tokens: int | None = None  # prompts above this many input tokens are refused (HTTP 400)
 
 
 class TokenBucket:
@@ -73,6 +74,10 @@ class Stats:
     by_route: Counter = field(default_factory=Counter)
     input_tokens_by_model: Counter = field(default_factory=Counter)
     output_tokens_by_model: Counter = field(default_factory=Counter)
+    # "model=N": how many requests arrived with an output budget of N tokens (what was asked for)
+    max_tokens_by_model: Counter = field(default_factory=Counter)
+    truncated: int = 0
+    context_overflows: int = 0
 
     def as_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
@@ -118,10 +123,17 @@ class FakeProvider:
             wait = bucket.take(input_tokens)
         return wait
 
-    async def _admit(self, body: dict[str, Any], input_tokens: int) -> web.Response | None:
+    async def _admit(self, body: dict[str, Any], input_tokens: int, anthropic: bool = False) -> web.Response | None:
         """Count the request; return an error response if a limit or fault applies."""
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
+        budget = _output_budget(body)
+        if budget is not None:
+            self.stats.max_tokens_by_model[f"{body.get('model')}={budget}"] += 1
+        limit = self.options.context_tokens
+        if limit is not None and input_tokens > limit:
+            self.stats.context_overflows += 1
+            return _context_overflow(input_tokens, limit, anthropic)
         wait = self._limit(str(body.get("model")), input_tokens)
         if wait > 0:
             self.stats.rate_limited += 1
@@ -156,8 +168,9 @@ class FakeProvider:
         choices = []
         for index in range(int(body.get("n") or 1)):
             seed = base_seed if index == 0 else (base_seed or 0) + index
-            text = self._answer(messages, seed, schema)
-            choices.append({"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
+            text, cut = self._cut(self._answer(messages, seed, schema), _output_budget(body))
+            choices.append({"index": index, "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
         return web.json_response({
@@ -174,19 +187,26 @@ class FakeProvider:
         system = answers.content_text(body.get("system") or "")
         input_tokens = answers.count_tokens(system) + sum(
             answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
-        refusal = await self._admit(body, input_tokens)
+        refusal = await self._admit(body, input_tokens, anthropic=True)
         if refusal is not None:
             return refusal
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
-        text = self._answer(messages, body.get("seed"), schema)
+        text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
         return web.json_response({
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+            "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         })
+
+    def _cut(self, text: str, budget: int | None) -> tuple[str, bool]:
+        """An answer longer than the request's output budget is cut to it (4 characters a token)."""
+        if budget is None or answers.count_tokens(text) <= budget:
+            return text, False
+        self.stats.truncated += 1
+        return text[: max(0, budget) * 4], True
 
     def _answer(self, messages: list[dict[str, Any]], seed: int | None, schema: dict[str, Any] | None) -> str:
         if schema is not None:
@@ -233,6 +253,25 @@ def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
     return None
+
+
+def _output_budget(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if body.get(key) is not None:
+            return int(body[key])
+    return None
+
+
+def _context_overflow(input_tokens: int, limit: int, anthropic: bool) -> web.Response:
+    """The refusal real providers send for a prompt longer than the context window."""
+    if anthropic:
+        error = {"type": "error", "error": {"type": "invalid_request_error",
+                                             "message": f"prompt is too long: {input_tokens} tokens > {limit} maximum"}}
+    else:
+        error = {"error": {"message": f"This model's maximum context length is {limit} tokens. However, your "
+                           f"messages resulted in {input_tokens} tokens.", "type": "invalid_request_error",
+                           "param": "messages", "code": "context_length_exceeded"}}
+    return web.json_response(error, status=400)
 
 
 def _too_many(wait_s: float) -> web.Response:

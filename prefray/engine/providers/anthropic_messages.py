@@ -67,6 +67,7 @@ def _reply(message: Any) -> ProviderReply:
             model_version=message.model or "",
             input_tokens=int(usage.input_tokens or 0) + int(getattr(usage, "cache_read_input_tokens", 0) or 0),
             output_tokens=int(usage.output_tokens or 0),
+            finish_reason=str(message.stop_reason or ""),
         )
     except (AttributeError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without content: {exc}", retryable=True) from None

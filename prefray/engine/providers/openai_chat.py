@@ -54,13 +54,18 @@ class OpenAIChat:
 
 def _reply(completion: Any) -> ProviderReply:
     try:
-        text = completion.choices[0].message.content or ""
+        choice = completion.choices[0]
+        text = choice.message.content or ""
+        finish = choice.finish_reason or ""
+        if getattr(choice.message, "refusal", None):
+            finish = "refusal"  # the provider refused: an answer of the model's, scored as given
         usage = completion.usage
         return ProviderReply(
             text=text,
             model_version=completion.model or "",
             input_tokens=int(usage.prompt_tokens) if usage else 0,
             output_tokens=int(usage.completion_tokens) if usage else 0,
+            finish_reason=str(finish),
         )
     except (AttributeError, IndexError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None
