@@ -64,17 +64,18 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
     seed: int | None = None
 
+    def _payload(self, model_id: str) -> dict[str, Any]:
+        return {"model": model_id, "messages": list(self.messages), "system": self.system,
+                "params": self.params, "json_schema": self.json_schema}
+
     def content_hash(self, model_id: str) -> str:
-        """Stable hash of everything that determines the answer."""
-        payload = {
-            "model": model_id,
-            "messages": list(self.messages),
-            "system": self.system,
-            "params": self.params,
-            "json_schema": self.json_schema,
-            "seed": self.seed,
-        }
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        """Stable hash of everything that determines the answer (the seed included)."""
+        blob = json.dumps({**self._payload(model_id), "seed": self.seed}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def prompt_hash(self, model_id: str) -> str:
+        """Stable hash of what was sent except the seed: the key of the run's request store."""
+        blob = json.dumps(self._payload(model_id), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:
