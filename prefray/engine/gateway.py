@@ -22,6 +22,8 @@ from prefray.engine.retry import RetryPolicy
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 NAMESPACE = "prefray"
+# Answers that mean "slow down": the lane halves its in-flight window.
+PUSHBACK_CAUSES = frozenset({"rate_limit", "server_error"})
 
 
 class _Lane:
@@ -72,7 +74,10 @@ class _Lane:
                         finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS,
                     )
                     await self.limits.reconcile(estimate, reply.input_tokens)
+                    await self.limits.answered(result.latency_s, reply.rate_headers)
                     return result
+            if error.cause in PUSHBACK_CAUSES:
+                await self.limits.pushed_back(error.rate_headers)
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()

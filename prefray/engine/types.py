@@ -27,6 +27,8 @@ class ModelSpec:
     api_key_env: str | None = None
     rpm: float | None = None
     tpm: float | None = None
+    # Ceiling on calls in flight. With an rpm limit the lane keeps rpm/60 × measured latency in
+    # flight (Little's law) up to this ceiling; without one, it keeps this many.
     max_concurrency: int = 8
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0

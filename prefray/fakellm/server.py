@@ -13,7 +13,7 @@ import json
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,9 @@ class FakeOptions:
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
     context_tokens: int | None = None  # prompts above this many input tokens are refused (HTTP 400)
+    # Enforce rpm as a strict sliding window of this many seconds (at most rpm × window / 60 requests
+    # in any window), as strict providers do; None = a token bucket with one second of burst.
+    strict_window_s: float | None = None
 
 
 class TokenBucket:
@@ -59,6 +62,24 @@ class TokenBucket:
             self.level -= amount
             return 0.0
         return (amount - self.level) / self.rate
+
+
+class SlidingWindow:
+    """Strict limit: at most `per_minute × window / 60` admissions in any `window` seconds."""
+
+    def __init__(self, per_minute: float, window_s: float):
+        self.window = window_s
+        self.allowed = max(1, int(per_minute * window_s / 60.0))
+        self.stamps: deque[float] = deque()
+
+    def take(self, amount: float) -> float:
+        now = time.monotonic()
+        while self.stamps and self.stamps[0] <= now - self.window:
+            self.stamps.popleft()
+        if len(self.stamps) < self.allowed:
+            self.stamps.append(now)
+            return 0.0
+        return self.stamps[0] + self.window - now
 
 
 @dataclass
@@ -116,7 +137,11 @@ class FakeProvider:
         if self.options.limited_models and model not in self.options.limited_models:
             return wait
         if self.options.rpm:
-            bucket = self.request_buckets.setdefault(model, TokenBucket(self.options.rpm, 1.0))
+            bucket = self.request_buckets.get(model)
+            if bucket is None:
+                window = self.options.strict_window_s
+                bucket = self.request_buckets[model] = (SlidingWindow(self.options.rpm, window) if window
+                                                        else TokenBucket(self.options.rpm, 1.0))
             wait = bucket.take(1)
         if wait == 0.0 and self.options.tpm:
             bucket = self.token_buckets.setdefault(model, TokenBucket(self.options.tpm, 6.0))
@@ -173,7 +198,7 @@ class FakeProvider:
                             "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        return web.json_response({
+        return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=False), data={
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": f"{body.get('model')}{self.options.model_version_suffix}", "choices": choices,
             "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
@@ -194,12 +219,30 @@ class FakeProvider:
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        return web.json_response({
+        return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=True), data={
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
             "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         })
+
+    def _rate_headers(self, model: str, anthropic: bool) -> dict[str, str]:
+        """The providers' rate-limit headers, when this server limits requests for the model."""
+        bucket = self.request_buckets.get(model)
+        if not self.options.rpm or bucket is None:
+            return {}
+        limit = int(self.options.rpm)
+        if isinstance(bucket, SlidingWindow):
+            remaining = max(0, bucket.allowed - len(bucket.stamps))
+        else:
+            remaining = max(0, int(bucket.level))
+        if anthropic:
+            return {"anthropic-ratelimit-requests-limit": str(limit),
+                    "anthropic-ratelimit-requests-remaining": str(remaining),
+                    "anthropic-ratelimit-requests-reset": time.strftime(
+                        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))}
+        return {"x-ratelimit-limit-requests": str(limit), "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": "1s"}
 
     def _cut(self, text: str, budget: int | None) -> tuple[str, bool]:
         """An answer longer than the request's output budget is cut to it (4 characters a token)."""

@@ -6,10 +6,11 @@ Providers never sleep, loop or count: retries live in `engine.retry`, limits in 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import AsyncIterator, Protocol
 
+from prefray.engine.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 
@@ -20,6 +21,7 @@ class ProviderReply:
     input_tokens: int
     output_tokens: int
     finish_reason: str = ""   # the provider's own word: "stop", "length", "end_turn", "max_tokens", ...
+    rate_headers: dict[str, str] = field(default_factory=dict)  # the reply's rate-limit headers
 
 
 # Finish reasons that mean the answer was cut by the output budget (OpenAI, Anthropic).
@@ -32,11 +34,13 @@ _CONTEXT_OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length"
 class ProviderError(Exception):
     """A failed call, classified so the retry policy and the result row can use it."""
 
-    def __init__(self, cause: str, message: str, *, retryable: bool, retry_after: float | None = None):
+    def __init__(self, cause: str, message: str, *, retryable: bool, retry_after: float | None = None,
+                 rate_headers: dict[str, str] | None = None):
         super().__init__(message)
         self.cause = cause
         self.retryable = retryable
         self.retry_after = retry_after
+        self.rate_headers = rate_headers or {}
 
 
 class Provider(Protocol):
@@ -89,7 +93,8 @@ async def sdk_errors(sdk: ModuleType) -> AsyncIterator[None]:
                                 f"{str(exc)[:300]}", retryable=False) from None
         cause, retryable = classify_status(exc.status_code)
         raise ProviderError(cause, f"HTTP {exc.status_code}: {str(exc)[:300]}", retryable=retryable,
-                            retry_after=retry_after_seconds(exc.response.headers)) from None
+                            retry_after=retry_after_seconds(exc.response.headers),
+                            rate_headers=rate_headers_subset(exc.response.headers)) from None
     except sdk.APIConnectionError as exc:  # APITimeoutError is a subclass: tell the two apart by their origin
         dropped = connection_failure(exc)
         if dropped is not None:
