@@ -226,3 +226,21 @@ def test_the_judge_answers_a_rationale_first_and_the_fake_fills_it():
     assert parse_verdict(render_json(answer)) == answer
     tricky = 'Verdict: {"rationale": "It closes with \\"}\\" and a {wink}.", "applied": false} done'
     assert parse_verdict(tricky) == {"rationale": 'It closes with "}" and a {wink}.', "applied": False}
+
+
+# ---------------------------------------------------------------- end to end: the unmapped context is reported
+
+def test_an_unmapped_cimemories_context_is_warned_and_counted_in_metrics_md(run_cli, fake_server, tmp_path):
+    profile = sample_profile()
+    contexts = [{"recipient": "Admissions Committee", "task": "Address academic performance variation"},
+                {"recipient": "Florist", "task": "Order flowers"}]
+    data = cimemories_files(tmp_path, profile, contexts, ["Admissions Committee|Address performance variation",
+                                                          "Florist|Order flowers"])
+    run_dir = tmp_path / "run"
+    done = run_cli("benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(),
+                   f"run.dir={run_dir}", "benchmark.samples=1", *[f"benchmark.data.{k}={v}" for k, v in data.items()])
+    warnings = [line for line in done.stderr.splitlines() if "prefray: warning:" in line]
+    assert len(warnings) == 1 and "'Florist | Order flowers'" in warnings[0]
+    table = (run_dir / "metrics.md").read_text()
+    assert "| benchpres | fake | default | fake | unmapped_contexts | 1.000 | 2 | 0 |" in table
+    assert "| MR[domain=education] |" in table and "| MR[domain=other] |" in table  # the alias found its domain
