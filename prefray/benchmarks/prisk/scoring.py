@@ -13,17 +13,36 @@ from prefray.engine.benchmark import ParseError
 
 ROUTE_SCHEMA = {"type": "object", "properties": {"retrieve": {"type": "boolean"}},
                 "required": ["retrieve"], "additionalProperties": False}
-SCORE_SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}},
-                "required": ["score"], "additionalProperties": False}
+RATIONALE = {"type": "string", "maxLength": 600}
+SCORE_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE,
+                                                 "score": {"type": "integer", "minimum": 1, "maximum": 5}},
+                "required": ["rationale", "score"], "additionalProperties": False}
 OPTIONS_SCHEMA = {"type": "object", "properties": {"options": {"type": "array", "items": {"type": "string"}}},
                   "required": ["options"], "additionalProperties": False}
-ATTRIBUTION_SCHEMA = {"type": "object", "properties": {"attributable": {"type": "boolean"}},
-                      "required": ["attributable"], "additionalProperties": False}
+ATTRIBUTION_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE, "attributable": {"type": "boolean"}},
+                      "required": ["rationale", "attributable"], "additionalProperties": False}
 
 
 def useful_schema(count: int) -> dict[str, Any]:
     array = {"type": "array", "items": {"type": "boolean"}, "minItems": count, "maxItems": count}
-    return {"type": "object", "properties": {"useful": array}, "required": ["useful"], "additionalProperties": False}
+    return {"type": "object", "properties": {"rationale": RATIONALE, "useful": array},
+            "required": ["rationale", "useful"], "additionalProperties": False}
+
+
+def merge_schema(count: int) -> dict[str, Any]:
+    """One number per listed option: an option with the same meaning (its own number if none)."""
+    array = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": count},
+             "minItems": count, "maxItems": count}
+    return {"type": "object", "properties": {"rationale": RATIONALE, "same_as": array},
+            "required": ["rationale", "same_as"], "additionalProperties": False}
+
+
+def parse_merge(text: str) -> dict[str, list[int]]:
+    data = first_json(text)
+    links = data.get("same_as") if isinstance(data, dict) else data
+    if not isinstance(links, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in links):
+        raise ParseError(f"no list of option numbers in {text[:80]!r}")
+    return {"same_as": links}
 
 
 def first_json(text: str) -> Any:
