@@ -11,7 +11,6 @@ import math
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
@@ -285,7 +284,8 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
     for item, query in queries.items():
         ordered = sorted(((f"{c}/{i}", s), o) for (c, i, s), o in options.items() if i.split("--")[-1] == item)
         keys = key_listing([o for _, o in ordered])
-        same_as = fake_json(merge_schema(len(keys)), listing_prompt("merge", [w for _, w in keys], query=query))["same_as"]
+        prompt = listing_prompt("merge", [w for _, w in keys], query=query)
+        same_as = fake_json(merge_schema(len(keys)), prompt)["same_as"]
         item_of[item] = merge_groups([k for k, _ in keys], same_as)
         wording = dict(keys)
         listing[item] = [(i, wording[i]) for i in sorted(set(item_of[item].values()))]

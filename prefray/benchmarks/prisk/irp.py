@@ -23,7 +23,8 @@ from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import IrpItem
 from prefray.benchmarks.prisk.metrics import expected_units, judge_scores, judges_of, metric, model_conditions
 from prefray.benchmarks.prisk.factorial import factorial_rows
-from prefray.benchmarks.prisk.pipeline import Condition, by_instance, current_rows, params, render, shown_context, template
+from prefray.benchmarks.prisk.pipeline import (Condition, by_instance, current_rows, params, render, shown_context,
+                                               template)
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext
 from prefray.engine.failures import is_model_failure

@@ -23,15 +23,16 @@ Run: python -m prefray.launch -m benchmark=prisk_narrowing condition=all model=l
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, NarrowingItem, load_instances
-from prefray.benchmarks.prisk.metrics import Split, fisher_split, mean, metric
+from prefray.benchmarks.prisk.metrics import Split
 from prefray.benchmarks.prisk.pipeline import Condition, answer_stages, current_rows, params, render, render_profile
-from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, merge_schema, parse_merge, parse_options, parse_useful,
-                                              useful_schema)
+from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, merge_schema, parse_merge, parse_options,
+                                              parse_useful, useful_schema)
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
 from prefray.engine.types import ChatRequest, WorkUnit
 
@@ -107,7 +108,6 @@ def useful_units(ctx: StageContext) -> list[WorkUnit]:
 
 
 def json_meta(row: dict[str, Any]) -> dict[str, Any]:
-    import json
     return json.loads(row["meta_json"]) if row.get("meta_json") else {}
 
 
@@ -142,5 +142,3 @@ class Narrowing(PriskBenchmark):
         splits = [Split.of(s) for s in settings.get("fisher_splits") or []]
         return narrowing_values(recs, splits)
 
-
-__all__ = ["Narrowing", "fisher_split", "mean", "metric"]

@@ -10,8 +10,6 @@ graph; its connected components are V_q's items, each named by its smallest key.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefray.benchmarks.prisk.scoring import canonical_option
 
 
@@ -79,6 +77,3 @@ def item_listing(item_of: dict[str, str], wording: dict[str, str]) -> list[tuple
     """(item, wording) of V_q's items, sorted by item key: the order the usefulness judge sees."""
     return [(item, wording.get(item, item)) for item in sorted(universe(item_of))]
 
-
-__all__ = ["Any", "option_keys", "key_listing", "merge_groups", "items_of", "useful_items", "coverage_ratio",
-           "useful_recall", "relative_coverage", "universe", "item_listing"]

@@ -188,7 +188,8 @@ def reflect_builder(item_meta: ItemMeta, cond: Condition, suffix: str = "") -> C
     return build
 
 
-def generate_builder(item_meta: ItemMeta, cond: Condition, suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
+def generate_builder(item_meta: ItemMeta, cond: Condition,
+                     suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
     if not cond.personalized:
         return base_builder(item_meta, cond=cond)
 

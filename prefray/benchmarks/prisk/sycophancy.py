@@ -33,8 +33,8 @@ from prefray.benchmarks.prisk.data import Instance, SycophancyItem, load_instanc
 from prefray.benchmarks.prisk.factorial import factorial_rows
 from prefray.benchmarks.prisk.irp import clustered
 from prefray.benchmarks.prisk.metrics import expected_units, judge_scores, judges_of, metric, model_conditions
-from prefray.benchmarks.prisk.pipeline import (Condition, base_builder, by_instance, current_rows, params, render,
-                                               shown_context, template)
+from prefray.benchmarks.prisk.pipeline import (Condition, base_builder, current_rows, params, render, shown_context,
+                                               template)
 from prefray.benchmarks.prisk.scoring import ATTRIBUTION_SCHEMA, SCORE_SCHEMA, parse_attribution, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
 from prefray.engine.types import ChatRequest, WorkUnit
@@ -178,5 +178,3 @@ class Sycophancy(PriskBenchmark):
             out += factorial_rows("SYC_score", clustered(recs, "syc_judge", model, judge), model, judge)
         return out
 
-
-__all__ = ["Sycophancy", "by_instance", "syc_prompt", "attribution_prompt"]
