@@ -182,3 +182,24 @@ def test_irp_accuracy_failure_policy_and_score():
     assert failures[("", "failures_model")] == (1.0, 7)                 # 7 answer rows, 1 context overflow
     assert failures[("", "failures_no_answer")] == (1.0, 7)             # the timeout
     assert failures[("j", "failures_judge")] == (1.0, 3)
+
+
+def test_a_rerun_merge_over_more_options_replaces_the_older_one():
+    rows = answer("base", "", "q1", 0, ["coupons"]) + answer("base", "", "q1", 1, ["bulk"])
+    rows += answer("profile", "p1", "q1", 0, ["coupons", "meal plan"])
+    old, new = ["bulk", "coupon"], ["bulk", "coupon", "meal plan"]
+    for keys, same_as, tag in ((old, [1, 2], "d-old"), (new, [1, 2, 3], "d-new")):
+        rows.append(row("merge", "factorial", f"q1#{tag}", item="q1", value={"same_as": same_as},
+                        meta={"keys": keys, "wording": keys, "digest": tag}))
+    useful = {"d-old": ([True, True], ["bulk", "coupon"]), "d-new": ([False, True, True], new)}
+    for tag, (flags, items) in useful.items():
+        rows.append(row("useful", "factorial", f"p1--q1#{tag}", item="q1", value={"useful": flags},
+                        meta={"items": items, "profile_id": "p1", "attributes": {}, "digest": tag}))
+    got = values(NARROWING.metrics(table(rows), {}))
+    assert got[("factorial", "NAR_Vq_size[item=q1]")] == (3.0, 1, 0)  # the merge over three keys
+    assert got[("profile", "NAR_UIR")] == (1.0, 1, 0)                # A = {coupon, meal plan} from d-new
+    assert got[("base", "NAR_UIR")] == (pytest.approx(0.25), 2, 0)   # mean({coupon}: 1/2, {bulk}: 0/2)
+    # an answer with an option the current merge never saw is excluded, not silently shrunk
+    rows += answer("profile", "p1", "q1", 1, ["coupons", "cashback"])
+    got = values(NARROWING.metrics(table(rows), {}))
+    assert got[("profile", "NAR_CR")] == (pytest.approx(2 / 3), 1, 1)

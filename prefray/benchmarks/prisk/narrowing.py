@@ -7,6 +7,10 @@ the inner conditions): for each inner condition c its answer stages (`route@c`, 
   merge    one judge call per query groups the options of every answer of every condition and
            persona by meaning: V_q (see narrowing_sets.py)
   useful   one judge call per (persona, query) marks every V_q item useful or not: A(u, q) ⊆ V_q
+Merge and useful units are named `<item>#<digest>` and `<persona>--<item>#<digest>`, the digest of
+the query's option keys: a rerun that adds answers (a failed extraction finished) sends a new merge
+and new usefulness calls over the larger set, identical requests come from the response cache, and
+the metrics read the merge over the most keys with the usefulness rows of its digest.
 Because V_q and A(u, q) are judged once and read by every condition's metrics, CR and UIR are
 comparable across conditions, and UIR exists for base (a base answer is scored against A(u, q) of
 every persona of the run). The engine runs one job per benchmark × condition × model and a stage
@@ -82,14 +86,28 @@ def merge_units(ctx: StageContext) -> list[WorkUnit]:
         listing = sets.key_listing([parsed(r)["options"] for r in rows])
         if not listing:
             continue
+        keys = [k for k, _ in listing]
         prompt = listing_prompt("merge", [w for _, w in listing], ctx.job.settings, query=queries[item])
-        units.append(WorkUnit(item, _judge_request(ctx, prompt, merge_schema(len(listing)), len(listing)), item=item,
-                              meta={"keys": [k for k, _ in listing], "wording": [w for _, w in listing]}))
+        digest = sets.digest(keys)
+        units.append(WorkUnit(f"{item}#{digest}", _judge_request(ctx, prompt, merge_schema(len(keys)), len(keys)),
+                              item=item, meta={"keys": keys, "wording": [w for _, w in listing], "digest": digest}))
     return units
 
 
+def latest_merges(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """item → the merge row over the most option keys: extractions are only ever added (a rerun
+    finishing a failed one), so the largest key set is the current V_q; older merges stay stored."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["instance_id"]):
+        size = len(json_meta(r)["keys"])
+        if r["item"] not in out or size > len(json_meta(out[r["item"]])["keys"]):
+            out[r["item"]] = r
+    return out
+
+
 def useful_units(ctx: StageContext) -> list[WorkUnit]:
-    merged = {r["item"]: r for r in current_rows(ctx, "merge")}
+    items = {inst.item.item_id for inst in ctx.instances}
+    merged = latest_merges([r for r in ctx.ok_rows("merge") if r["item"] in items])
     units = []
     for inst in ctx.instances:
         row = merged.get(inst.item.item_id)
@@ -100,10 +118,10 @@ def useful_units(ctx: StageContext) -> list[WorkUnit]:
         listing = sets.item_listing(item_of, dict(zip(meta["keys"], meta["wording"])))
         prompt = listing_prompt("useful", [w for _, w in listing], ctx.job.settings,
                                 profile=render_profile(inst.profile, ctx.job.settings), query=inst.item.query)
-        units.append(WorkUnit(inst.instance_id, _judge_request(ctx, prompt, useful_schema(len(listing)), len(listing)),
-                              item=inst.item.item_id, meta={"items": [i for i, _ in listing],
-                                                            "profile_id": inst.profile.profile_id,
-                                                            "attributes": dict(inst.profile.attributes)}))
+        request = _judge_request(ctx, prompt, useful_schema(len(listing)), len(listing))
+        units.append(WorkUnit(f"{inst.instance_id}#{meta['digest']}", request, item=inst.item.item_id,
+                              meta={"items": [i for i, _ in listing], "profile_id": inst.profile.profile_id,
+                                    "attributes": dict(inst.profile.attributes), "digest": meta["digest"]}))
     return units
 
 

@@ -1,7 +1,9 @@
 """PRISK narrowing metrics over the stored rows of the whole-design job (see narrowing.py).
 
 Denominators: an answer is owed per stored `generate@c` row (ok or not) and per failed
-reflection. An answer whose extraction or whose query's merge failed is excluded (counted); a
+reflection. A model failure (context overflow) is an answer offering nothing (C = ∅, scored). An
+answer whose extraction or whose query's merge failed, or with an option the current merge never
+saw, is excluded (counted); a
 (persona, query) whose usefulness judgement failed or returned the wrong number of flags excludes
 its answers from UIR (counted). Base answers are scored for UIR against A(u, q) of every persona
 of the query, one value per (persona, base sample).
@@ -13,23 +15,31 @@ from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.metrics import Split, fisher_split, metric
+from prefray.engine.failures import is_model_failure
 
 
-def _merges(recs: list[dict[str, Any]], model: str) -> dict[str, dict[str, str] | None]:
-    """item → key → V_q item, None when the merge call failed."""
-    out: dict[str, dict[str, str] | None] = {}
-    for r in recs:
-        if r["stage"] == "merge" and r["model"] == model:
-            ok = r["status"] == "ok"
-            out[r["item"]] = sets.merge_groups(r["meta"]["keys"], r["value"]["same_as"]) if ok else None
+def _latest(recs: list[dict[str, Any]], model: str) -> dict[str, dict[str, Any]]:
+    """item → its merge row over the most option keys (see narrowing.latest_merges)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted((r for r in recs if r["stage"] == "merge" and r["model"] == model), key=lambda r: r["instance_id"]):
+        if r["item"] not in out or len(r["meta"]["keys"]) > len(out[r["item"]]["meta"]["keys"]):
+            out[r["item"]] = r
     return out
 
 
-def _useful(recs: list[dict[str, Any]], model: str) -> dict[tuple[str, str], tuple[set[str] | None, dict]]:
-    """(persona, item) → (A(u, q) or None, persona attributes)."""
+def _merges(latest: dict[str, dict[str, Any]]) -> dict[str, dict[str, str] | None]:
+    """item → key → V_q item, None when the merge call failed."""
+    return {item: sets.merge_groups(r["meta"]["keys"], r["value"]["same_as"]) if r["status"] == "ok" else None
+            for item, r in latest.items()}
+
+
+def _useful(recs: list[dict[str, Any]], model: str,
+            latest: dict[str, dict[str, Any]]) -> dict[tuple[str, str], tuple[set[str] | None, dict]]:
+    """(persona, item) → (A(u, q) or None, persona attributes), from the judgements over the current V_q."""
+    digests = {item: r["meta"].get("digest") for item, r in latest.items()}
     out = {}
     for r in recs:
-        if r["stage"] == "useful" and r["model"] == model:
+        if r["stage"] == "useful" and r["model"] == model and r["meta"].get("digest") == digests.get(r["item"]):
             a = sets.useful_items(r["meta"]["items"], r["value"]["useful"]) if r["status"] == "ok" else None
             out[(r["meta"]["profile_id"], r["item"])] = (a, r["meta"]["attributes"])
     return out
@@ -48,7 +58,10 @@ def _answers(recs: list[dict[str, Any]], model: str, merges: dict) -> dict[str, 
             continue  # an ok reflection is owed through its generate row
         e = extracted.get((condition, r["instance_id"], r["sample"]))
         item_of = merges.get(r["item"])
-        c = sets.items_of(e["value"]["options"], item_of) if e and e["status"] == "ok" and item_of else None
+        if r["status"] != "ok" and is_model_failure(r):
+            c: set[str] | None = set()  # the model's own failure (context overflow): an answer offering nothing
+        else:
+            c = sets.items_of(e["value"]["options"], item_of) if e and e["status"] == "ok" and item_of else None
         persona = r["meta"].get("profile_id", "")
         out.setdefault(condition, []).append({"persona": persona, "item": r["item"], "sample": r["sample"], "C": c})
     return out
@@ -57,10 +70,11 @@ def _answers(recs: list[dict[str, Any]], model: str, merges: dict) -> dict[str, 
 def narrowing_values(recs: list[dict[str, Any]], splits: list[Split]) -> list[dict[str, Any]]:
     out = []
     for model in sorted({r["model"] for r in recs}):
-        merges = _merges(recs, model)
+        latest = _latest(recs, model)
+        merges = _merges(latest)
         out += _universe_rows(model, merges)
         answers = _answers(recs, model, merges)
-        useful = _useful(recs, model)
+        useful = _useful(recs, model, latest)
         base = answers.get("base", [])
         for condition, rows in sorted(answers.items()):
             out += condition_rows(model, condition, rows, base, merges, useful, splits)

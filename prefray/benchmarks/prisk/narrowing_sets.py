@@ -10,7 +10,14 @@ graph; its connected components are V_q's items, each named by its smallest key.
 
 from __future__ import annotations
 
+import hashlib
+
 from prefray.benchmarks.prisk.scoring import canonical_option
+
+
+def digest(keys: list[str]) -> str:
+    """A short id of one option-key list (names the merge and usefulness units built on it)."""
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
 
 
 def option_keys(options: list[str]) -> set[str]:
@@ -45,9 +52,10 @@ def merge_groups(keys: list[str], same_as: list[int]) -> dict[str, str]:
     return {key: keys[find(i)] for i, key in enumerate(keys)}
 
 
-def items_of(options: list[str], item_of: dict[str, str]) -> set[str]:
-    """C(r): the V_q items a response's options fall in (a key the merge never saw is its own item)."""
-    return {item_of.get(k, k) for k in option_keys(options)}
+def items_of(options: list[str], item_of: dict[str, str]) -> set[str] | None:
+    """C(r): the V_q items a response's options fall in; None if the merge never saw one of them."""
+    keys = option_keys(options)
+    return {item_of[k] for k in keys} if keys <= item_of.keys() else None
 
 
 def useful_items(items: list[str], flags: list[bool]) -> set[str] | None:
