@@ -203,3 +203,28 @@ def test_a_rerun_merge_over_more_options_replaces_the_older_one():
     rows += answer("profile", "p1", "q1", 1, ["coupons", "cashback"])
     got = values(NARROWING.metrics(table(rows), {}))
     assert got[("profile", "NAR_CR")] == (pytest.approx(2 / 3), 1, 1)
+
+
+def test_irp_factorial_rows_replicate_the_base_answer_per_persona():
+    from prefray.benchmarks.prisk.factorial import fit_factorial, observations
+
+    syn = {"kind": "synthetic", "domain": "d"}
+    cells = {"profile": (1, 0), "retrieval": (0, 1), "profile_retrieval": (1, 1)}
+    rows, expected = [], []
+    for q, item in enumerate(("q1", "q2", "q3")):
+        base_score = 5 - q % 2
+        rows.append(row("irp_judge", "base", item, item=item, meta={**syn, "profile_id": ""},
+                        value={"score": base_score}))
+        for u, persona in enumerate(("p1", "p2", "p3", "p4")):
+            expected.append(("base", f"{persona}--{item}", float(base_score)))   # the base answer, per persona
+            for name, (p, m) in cells.items():
+                score = max(1, min(5, 5 - 2 * p - m + p * m - (u + q) % 2))
+                rows.append(row("irp_judge", name, f"{persona}--{item}", item=item,
+                                meta={**syn, "profile_id": persona}, value={"score": score}))
+                expected.append((name, f"{persona}--{item}", float(score)))
+    got = {r["metric"]: r for r in IRP.metrics(table(rows), {}).to_pylist() if r["condition"] == "factorial"}
+    fit = fit_factorial(observations(expected))
+    for term in ("profile", "memory", "interaction"):
+        assert got[f"IRP_score_beta[{term}]"]["value"] == pytest.approx(fit[term]["beta"], rel=1e-9)
+        assert got[f"IRP_score_p[{term}]"]["value"] == pytest.approx(fit[term]["p"], rel=1e-6)
+        assert got[f"IRP_score_beta[{term}]"]["n"] == 48                   # 3 items x 4 personas x 4 cells

@@ -110,8 +110,9 @@ class Irp(PriskBenchmark):
 
 
 def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) -> list[tuple[str, str, float]]:
-    """(condition, persona--item cluster, score) of one judge's ok scores; a base score (no persona)
-    stands for every persona the personalized conditions paired with that item."""
+    """(condition, persona--item cluster, 1-5 score) of one judge's ok scores; a base score (no
+    persona) stands for every persona the personalized conditions paired with that item. The fit
+    uses the judge's own 1-5 scale, as the paper's coefficients do (β1 = -2.08 for the profile)."""
     rows = [r for r in recs if r["stage"] == stage and r["model"] == model and r["judge"] == judge
             and r["status"] == "ok"]
     personas: dict[str, set[str]] = {}
@@ -120,7 +121,7 @@ def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) ->
             personas.setdefault(r["item"], set()).add(r["meta"]["profile_id"])
     out = []
     for r in rows:
-        score = judge_scores([r["value"]["score"]])[0]
+        score = float(r["value"]["score"])
         ids = [r["meta"]["profile_id"]] if r["meta"].get("profile_id") else sorted(personas.get(r["item"], ()))
         out += [(r["condition"], f"{p}--{r['item']}", score) for p in ids]
     return out

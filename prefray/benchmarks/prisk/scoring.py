@@ -17,8 +17,9 @@ RATIONALE = {"type": "string", "maxLength": 600}
 SCORE_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE,
                                                  "score": {"type": "integer", "minimum": 1, "maximum": 5}},
                 "required": ["rationale", "score"], "additionalProperties": False}
-OPTIONS_SCHEMA = {"type": "object", "properties": {"options": {"type": "array", "items": {"type": "string"}}},
-                  "required": ["options"], "additionalProperties": False}
+OPTIONS_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE,
+                                                   "options": {"type": "array", "items": {"type": "string"}}},
+                  "required": ["rationale", "options"], "additionalProperties": False}
 ATTRIBUTION_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE, "attributable": {"type": "boolean"}},
                       "required": ["rationale", "attributable"], "additionalProperties": False}
 
