@@ -228,3 +228,45 @@ def test_irp_factorial_rows_replicate_the_base_answer_per_persona():
         assert got[f"IRP_score_beta[{term}]"]["value"] == pytest.approx(fit[term]["beta"], rel=1e-9)
         assert got[f"IRP_score_p[{term}]"]["value"] == pytest.approx(fit[term]["p"], rel=1e-6)
         assert got[f"IRP_score_beta[{term}]"]["n"] == 48                   # 3 items x 4 personas x 4 cells
+
+
+# ---------------------------------------------------------------- what the judges see
+
+def stage_job(name: str, spec: dict, settings: dict | None = None):
+    from prefray.engine.benchmark import Job
+    from prefray.engine.types import ModelSpec
+    return Job("prisk_irp", name, ModelSpec("m", "openai", "m"), {}, {"retrieval": {"top_k": 2}, **(settings or {})},
+               {"name": name, **spec})
+
+
+def test_irp_judge_sees_the_context_the_model_saw():
+    from prefray.benchmarks.prisk.data import load_instances
+    from prefray.benchmarks.prisk.irp import judge_units
+    from prefray.benchmarks.prisk.pipeline import render_profile
+    from prefray.benchmarks.prisk.retrieval import passages
+    from prefray.engine.benchmark import StageContext
+
+    inst = next(i for i in load_instances("irp", None, 1, True) if i.item.kind == "synthetic")
+    shown = passages(inst.profile)[0]
+    gen = row("generate", "retrieval", inst.instance_id, item=inst.item.item_id, judge="", role="subject",
+              text="ANSWER", meta={"profile_id": inst.profile.profile_id, "passages": [shown.passage_id]})
+    prompts = {}
+    for name, spec in (("retrieval", {"profile": False, "retrieval": True, "routing_query": "query"}),
+                       ("profile", {"profile": True, "retrieval": False}), ("base", {})):
+        ctx = StageContext(stage_job(name, spec), [inst], {"generate": table([gen])})
+        prompts[name] = judge_units(ctx)[0].request.messages[0]["content"]
+    profile_text = render_profile(inst.profile)
+    assert shown.text in prompts["retrieval"] and profile_text not in prompts["retrieval"]
+    assert profile_text in prompts["profile"] and shown.text not in prompts["profile"]
+    assert profile_text not in prompts["base"] and "given the question alone" in prompts["base"]
+
+
+def test_prompt_overrides_are_read_and_checked(tmp_path):
+    from prefray.benchmarks.prisk.pipeline import render
+    from prefray.engine.benchmark import DataError
+
+    custom = tmp_path / "route.txt"
+    custom.write_text("ROUTE? {profile}{query}")
+    assert render("route", {"prompts": {"route": str(custom)}}, profile="", query="Q") == "ROUTE? Q"
+    with pytest.raises(DataError, match="benchmark.prompts.nope"):
+        IRP.check(stage_job("base", {}, {"prompts": {"nope": str(custom)}}))

@@ -139,6 +139,7 @@ class Narrowing(PriskBenchmark):
     kind = "narrowing"
 
     def load(self, job: Job) -> Sequence[Instance]:
+        self.check(job)
         data = job.settings.get("data") or {}
         base = load_instances(self.kind, data.get("path"), job.limit, personalized=False)
         return base + load_instances(self.kind, data.get("path"), job.limit, personalized=True)

@@ -97,7 +97,7 @@ def shown_context(cond: Condition, profile: Profile | None, passage_ids: Sequenc
         return Context()
     memory = {p.passage_id: p for p in passages(profile)}
     return Context(render_profile(profile, settings) if cond.profile else "",
-                   tuple(memory[i] for i in passage_ids))
+                   tuple(memory[i] for i in passage_ids) if cond.retrieval else ())
 
 
 def params(job: Job, key: str) -> dict[str, Any]:

@@ -156,6 +156,7 @@ class Sycophancy(PriskBenchmark):
     kind = "sycophancy"
 
     def load(self, job: Job) -> Sequence[Instance]:
+        self.check(job)
         data = job.settings.get("data") or {}
         return load_instances(self.kind, data.get("path"), job.limit, personalized=True)
 
