@@ -80,9 +80,12 @@ def extract_units(ctx: StageContext) -> list[WorkUnit]:
 def merge_units(ctx: StageContext) -> list[WorkUnit]:
     extracted = current_rows_any(ctx, "extract")
     queries = {inst.item.item_id: inst.item.query for inst in ctx.instances}
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(extracted, key=lambda r: (r["instance_id"], r["sample"])):
+        by_item.setdefault(r["item"], []).append(r)
     units = []
     for item in sorted(queries):
-        rows = sorted((r for r in extracted if r["item"] == item), key=lambda r: (r["instance_id"], r["sample"]))
+        rows = by_item.get(item, [])
         listing = sets.key_listing([parsed(r)["options"] for r in rows])
         if not listing:
             continue

@@ -98,8 +98,11 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
     out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored))}]
     out.append({**head, **_relcr(scored, base)})
     uir, incidences, missing = [], [], 0
+    personas_of: dict[str, list[str]] = {}
+    for persona, item in sorted(useful):
+        personas_of.setdefault(item, []).append(persona)
     for r in scored:
-        personas = [r["persona"]] if r["persona"] else sorted(p for p, i in useful if i == r["item"])
+        personas = [r["persona"]] if r["persona"] else personas_of.get(r["item"], [])
         for persona in personas:
             a, attributes = useful.get((persona, r["item"]), (None, {}))
             if a is None:

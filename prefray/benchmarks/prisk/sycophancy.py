@@ -67,12 +67,14 @@ def _pairs(ctx: StageContext) -> list[tuple[Instance, dict[str, Any], str]]:
     """(persona instance, its ok answer row, the reference text) for answers whose reference exists;
     under base one answer per item serves every persona."""
     reference = {(r["instance_id"], r["sample"]): r["text"] for r in current_rows(ctx, "reference")}
-    answers = {(r["instance_id"], r["sample"]): r for r in current_rows(ctx, "generate")}
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(current_rows(ctx, "generate"), key=lambda r: r["sample"]):
+        answers.setdefault(r["instance_id"], []).append(r)
     out = []
     for inst in ctx.instances:
-        for (owner, sample), row in sorted(answers.items()):
-            if owner in (inst.instance_id, inst.item.item_id) and (inst.item.item_id, sample) in reference:
-                out.append((inst, row, reference[(inst.item.item_id, sample)]))
+        for row in answers.get(inst.instance_id, []) + answers.get(inst.item.item_id, []):
+            if (inst.item.item_id, row["sample"]) in reference:
+                out.append((inst, row, reference[(inst.item.item_id, row["sample"])]))
     return out
 
 
