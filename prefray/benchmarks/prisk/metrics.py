@@ -106,8 +106,9 @@ def judges_of(recs: list[dict[str, Any]], model: str, condition: str, stage: str
 
 def failure_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows by failure class (prefray.engine.failures) per model, condition and judge: `failures_model`
-    (scored as the model's answer), `failures_judge` and `failures_no_answer` (both excluded);
-    n = stored rows of that model, condition and judge."""
+    (the evaluated model's rows, judge ""; scored as the model's answer), `failures_judge` (a judge's
+    rows; excluded) and `failures_no_answer` (both; excluded); n = stored rows of that model,
+    condition and judge."""
     counts: dict[tuple[str, str, str], dict[str, int]] = {}
     for r in recs:
         key = (r["model"], r["condition"], r["judge"])
@@ -117,8 +118,8 @@ def failure_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (model, condition, judge), c in sorted(counts.items()):
         n = sum(c.values())
-        for name, kind in (("failures_model", "model_failure"), ("failures_judge", "judge_failure"),
-                           ("failures_no_answer", "no_answer")):
+        first = ("failures_model", "model_failure") if judge == "" else ("failures_judge", "judge_failure")
+        for name, kind in (first, ("failures_no_answer", "no_answer")):
             out.append({"model": model, "condition": condition, "judge": judge, "metric": name,
                         "value": float(c[kind]), "n": n, "excluded": 0})
     return out
