@@ -54,8 +54,10 @@ class BenchPreS:
     def stages(self, job: Job) -> list[Stage]:
         return [
             Stage("generate", self._generation_units),
-            Stage("judge", self._judge_units, role="judge", parse=parse_verdict),
-            Stage("completeness", self._completeness_units, role="judge", parse=parse_score),
+            # Each verdict needs only its own answer: judging starts as answers arrive, beside completeness.
+            Stage("judge", self._judge_units, role="judge", parse=parse_verdict, inputs=("generate",), per_unit=True),
+            Stage("completeness", self._completeness_units, role="judge", parse=parse_score,
+                  inputs=("generate",), per_unit=True),
         ]
 
     def _generation_units(self, ctx: StageContext) -> list[WorkUnit]:
