@@ -72,9 +72,14 @@ def ledger(rows: pa.Table) -> pa.Table:
 
 def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
     """Mark each metric row with its cell's units that got no answer (failure policy: excluded,
-    the cell is incomplete until a rerun answers them)."""
+    the cell is incomplete until a rerun answers them). A metric row whose condition is no job of
+    its own (a benchmark that splits one job's results by condition, or fits across conditions)
+    takes the count of every job of its benchmark × model."""
     missing = no_answer_units(best)
-    counts = [missing.get((b, m, c), 0) for b, m, c in zip(
+    per_model: dict[tuple[str, str], int] = {}
+    for (benchmark, model, _), count in missing.items():
+        per_model[(benchmark, model)] = per_model.get((benchmark, model), 0) + count
+    counts = [missing[(b, m, c)] if (b, m, c) in missing else per_model.get((b, m), 0) for b, m, c in zip(
         *(metrics[k].to_pylist() for k in ("benchmark", "model", "condition")))]
     return metrics.append_column("incomplete_units", pa.array(counts, pa.int64())).append_column(
         "complete", pa.array([n == 0 for n in counts], pa.bool_()))

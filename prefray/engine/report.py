@@ -54,8 +54,8 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
     parts = [
         "# prefray metrics", "",
         "`n` = scored units; `excluded` = units left out of a metric, each counted: units with no answer "
-        "(`units_no_answer`, rerun them) and judge answers that stayed unreadable (`units_judge_failure`). "
-        "The evaluated model's own failures (`units_model_failure`: unparsable or over its context) are "
+        "(`failures_no_answer`, rerun them) and judge answers that stayed unreadable (`failures_judge`). "
+        "The evaluated model's own failures (`failures_model`: unparsable or over its context) are "
         "scored, never dropped.", "",
         "## Headline", "", markdown_table(headline(metrics), metric_cols), "",
         "## Calls", "", markdown_table(calls, call_cols), "",
