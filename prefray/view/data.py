@@ -1,0 +1,259 @@
+"""What the viewer reads from a run directory, lazily: nothing is loaded before a page asks for it.
+
+The overview reads only metrics.parquet and lists plots/. A cell's page scans only that job's
+shard folder, with the page's filter pushed into the Parquet scan and the scan stopped as soon as
+the page is full; the row count comes from a filtered count. A unit's page reads the rows of one
+instance and sample, and the requests they link to (RUN_DIR/requests/, by request_hash).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from prefray.engine.store import SHARD_SCHEMA, job_dir
+
+PAGE_SIZE = 50
+PREVIEW_CHARS = 240
+LIST_COLUMNS = ["unit_id", "attempt", "stage", "role", "judge", "instance_id", "item", "sample", "status",
+                "cause", "finish_reason", "truncated", "parsed_json", "meta_json", "text", "request_hash"]
+FACET_COLUMNS = ["stage", "role", "status", "cause"]
+RATIONALE = re.compile(r'"rationale": "(?:[^"\\]|\\.)*"(, )?')
+MAX_FACET_VALUES = 40
+MAX_DISTINCT_JSON = 5000
+PLOT_SUFFIXES = (".svg", ".png")
+
+
+@dataclass(frozen=True)
+class Cell:
+    benchmark: str
+    model: str
+    condition: str
+    judge: str = ""
+
+
+@dataclass(frozen=True)
+class CellQuery:
+    """A cell and the filters of its units page (empty = no filter)."""
+
+    cell: Cell
+    stage: str = ""
+    role: str = ""
+    status: str = ""
+    cause: str = ""
+    verdict: str = ""   # "key=value" on the parsed answer (judge verdicts)
+    meta: str = ""      # "key=value" on the unit's meta (category, domain, instance type …)
+    q: str = ""         # case-insensitive text search in answers
+    page: int = 0
+
+    def with_page(self, page: int) -> "CellQuery":
+        return replace(self, page=max(0, page))
+
+
+@dataclass
+class Page:
+    rows: list[dict[str, Any]]
+    total: int
+    query: CellQuery
+
+
+@dataclass
+class Facets:
+    columns: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    meta: list[tuple[str, int]] = field(default_factory=list)      # "key=value", rows
+    verdict: list[tuple[str, int]] = field(default_factory=list)   # "key=value", rows
+
+
+def _json_pair_regex(pair: str) -> str:
+    """`key=value` (value in JSON; bare text is a string) → a regex for `"key": value` as json.dumps
+    writes it."""
+    key, _, value = pair.partition("=")
+    try:
+        literal = json.dumps(json.loads(value), ensure_ascii=False)
+    except ValueError:
+        literal = json.dumps(value, ensure_ascii=False)
+    return re.escape(f"{json.dumps(key, ensure_ascii=False)}: {literal}") + r"(, |\}|$)"
+
+
+def _scalar_pairs(text: str | None) -> list[str]:
+    """Top-level short scalar fields of a JSON object as `key=value` (value in JSON)."""
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    pairs = []
+    for key, item in value.items():
+        if key == "rationale" or isinstance(item, (dict, list)) or (isinstance(item, str) and len(item) > 60):
+            continue
+        pairs.append(f"{key}={json.dumps(item, ensure_ascii=False)}")
+    return pairs
+
+
+def strip_rationale(parsed: str | None) -> str | None:
+    if parsed is None:
+        return None
+    return RATIONALE.sub("", parsed).replace(", }", "}")
+
+
+class RunData:
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"run directory not found: {self.run_dir}")
+        self._datasets: dict[Path, ds.Dataset] = {}
+        self._facets: dict[Cell, Facets] = {}
+
+    # -- overview -------------------------------------------------------------------------------
+    def metrics(self) -> pa.Table:
+        path = self.run_dir / "metrics.parquet"
+        return pq.read_table(path) if path.exists() else pa.table({})
+
+    def plots(self) -> list[Path]:
+        """One file per figure under plots/ (SVG preferred when both formats exist)."""
+        folder = self.run_dir / "plots"
+        if not folder.is_dir():
+            return []
+        by_stem: dict[str, Path] = {}
+        for path in sorted(folder.iterdir()):
+            if path.suffix in PLOT_SUFFIXES and not path.name.startswith("."):
+                current = by_stem.get(path.stem)
+                if current is None or PLOT_SUFFIXES.index(path.suffix) < PLOT_SUFFIXES.index(current.suffix):
+                    by_stem[path.stem] = path
+        return [by_stem[s] for s in sorted(by_stem)]
+
+    def plot_file(self, name: str) -> Path | None:
+        path = self.run_dir / "plots" / name
+        return path if "/" not in name and path.suffix in PLOT_SUFFIXES and path.is_file() else None
+
+    def cells(self) -> list[Cell]:
+        """Every cell with metrics, plus every job folder (judge "") that has none."""
+        found: set[Cell] = set()
+        metrics = self.metrics()
+        if metrics.num_rows:
+            for row in metrics.select(["benchmark", "model", "condition", "judge"]).to_pylist():
+                found.add(Cell(row["benchmark"], row["model"], row["condition"], row["judge"] or ""))
+        jobs = {(c.benchmark, c.model, c.condition) for c in found}
+        for folder in sorted((self.run_dir / "shards").glob("benchmark=*/model=*/condition=*")):
+            key = tuple(part.split("=", 1)[1] for part in (folder.parent.parent.name, folder.parent.name, folder.name))
+            if key not in jobs:
+                found.add(Cell(*key))
+        return sorted(found, key=lambda c: (c.benchmark, c.model, c.condition, c.judge))
+
+    # -- a cell's units -------------------------------------------------------------------------
+    def dataset(self, cell: Cell) -> ds.Dataset:
+        folder = job_dir(self.run_dir, cell.benchmark, cell.model, cell.condition)
+        if folder not in self._datasets:
+            files = sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))) \
+                if folder.is_dir() else []
+            self._datasets[folder] = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
+        return self._datasets[folder]
+
+    @staticmethod
+    def cell_expression(cell: Cell) -> ds.Expression:
+        expr = (ds.field("benchmark") == cell.benchmark) & (ds.field("model") == cell.model) \
+            & (ds.field("condition") == cell.condition)
+        if cell.judge:
+            expr &= (ds.field("role") == "subject") | (ds.field("judge") == cell.judge)
+        return expr
+
+    @classmethod
+    def query_expression(cls, query: CellQuery) -> ds.Expression:
+        expr = cls.cell_expression(query.cell)
+        for name in FACET_COLUMNS:
+            value = getattr(query, name)
+            if value:
+                expr &= ds.field(name) == value
+        if query.verdict:
+            expr &= pc.match_substring_regex(ds.field("parsed_json"), pattern=_json_pair_regex(query.verdict))
+        if query.meta:
+            expr &= pc.match_substring_regex(ds.field("meta_json"), pattern=_json_pair_regex(query.meta))
+        if query.q:
+            expr &= pc.match_substring(ds.field("text"), pattern=query.q, ignore_case=True)
+        return expr
+
+    def cell_page(self, query: CellQuery, page_size: int = PAGE_SIZE) -> Page:
+        dataset = self.dataset(query.cell)
+        expr = self.query_expression(query)
+        skip, rows = query.page * page_size, []
+        for batch in dataset.scanner(columns=LIST_COLUMNS, filter=expr, batch_size=4 * page_size).to_batches():
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            rows += batch.slice(skip, page_size - len(rows)).to_pylist()
+            skip = 0
+            if len(rows) >= page_size:
+                break
+        for row in rows:
+            text = row["text"] or ""
+            row["preview"] = text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
+            row["verdict"] = strip_rationale(row["parsed_json"]) if row["role"] != "subject" else None
+        return Page(rows, dataset.count_rows(filter=expr), query)
+
+    def facets(self, cell: Cell) -> Facets:
+        """Filter choices of a cell with their row counts (computed once per cell)."""
+        if cell in self._facets:
+            return self._facets[cell]
+        table = self.dataset(cell).to_table(columns=FACET_COLUMNS + ["meta_json", "parsed_json"],
+                                            filter=self.cell_expression(cell))
+        facets = Facets()
+        for name in FACET_COLUMNS:
+            counts = pc.value_counts(table[name].drop_null()).to_pylist()
+            facets.columns[name] = sorted((c["values"], c["counts"]) for c in counts)
+        facets.meta = _json_facet(table["meta_json"])
+        judged = table.filter(pc.not_equal(table["role"], "subject"))["parsed_json"]
+        facets.verdict = _json_facet(pc.replace_substring_regex(judged, pattern=RATIONALE.pattern, replacement=""))
+        self._facets[cell] = facets
+        return facets
+
+    # -- a unit ---------------------------------------------------------------------------------
+    def unit_rows(self, cell: Cell, unit_id: str) -> list[dict[str, Any]]:
+        rows = self.dataset(cell).to_table(filter=self.cell_expression(replace(cell, judge="")) &
+                                           (ds.field("unit_id") == unit_id)).to_pylist()
+        return sorted(rows, key=lambda r: r["attempt"])
+
+    def linked_rows(self, cell: Cell, instance_id: str, sample: int | None) -> list[dict[str, Any]]:
+        """Every row of the same benchmark/model/condition, instance and sample (all stages, all judges)."""
+        expr = self.cell_expression(replace(cell, judge="")) & (ds.field("instance_id") == instance_id)
+        expr &= ds.field("sample").is_null() if sample is None else ds.field("sample") == sample
+        rows = self.dataset(cell).to_table(filter=expr).to_pylist()
+        return sorted(rows, key=lambda r: (r["role"] != "subject", r["stage"], r["judge"] or "", r["item"] or "",
+                                           r["attempt"]))
+
+    def requests(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored requests by hash (empty when the run keeps none: runs made before the store)."""
+        folder = self.run_dir / "requests"
+        wanted = sorted({h for h in hashes if h})
+        if not wanted or not folder.is_dir():
+            return {}
+        files = sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_")))
+        if not files:
+            return {}
+        table = ds.dataset(files, format="parquet").to_table(filter=ds.field("request_hash").isin(wanted))
+        return {row["request_hash"]: row for row in table.to_pylist()}
+
+
+def _json_facet(column: pa.ChunkedArray | pa.Array) -> list[tuple[str, int]]:
+    """`key=value` pairs of short top-level scalars across the distinct JSON objects of a column,
+    weighted by rows; keys with more than MAX_FACET_VALUES values (ids, free text) are left out."""
+    counts = pc.value_counts(column.drop_null()).to_pylist()[:MAX_DISTINCT_JSON]
+    pairs: dict[str, int] = {}
+    for entry in counts:
+        for pair in _scalar_pairs(entry["values"]):
+            pairs[pair] = pairs.get(pair, 0) + entry["counts"]
+    by_key: dict[str, int] = {}
+    for pair in pairs:
+        key = pair.partition("=")[0]
+        by_key[key] = by_key.get(key, 0) + 1
+    return sorted((p, n) for p, n in pairs.items() if by_key[p.partition("=")[0]] <= MAX_FACET_VALUES)
