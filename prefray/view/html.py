@@ -20,7 +20,7 @@ margin:.2rem 0;font-size:.82rem}
 .msg{margin:.5rem 0} .role{font-weight:600;font-size:.8rem;color:#555}
 .rationale{background:#eef6ff;border-left:3px solid #69c;padding:.3rem .5rem;margin:.2rem 0}
 form.filters label{margin-right:.6rem;font-size:.85rem} .muted{color:#777;font-size:.85rem}
-figure{display:inline-block;margin:.4rem;vertical-align:top} figure img{max-width:640px;border:1px solid #ddd}
+.figures{display:flex;flex-wrap:wrap;gap:.6rem} figure{margin:0} figure img{width:420px;border:1px solid #ddd}
 nav a{margin-right:.8rem} .current{outline:2px solid #69c}
 """
 

@@ -84,7 +84,7 @@ def overview_html(data: RunData, links: bool = True, inline_figures: bool = Fals
         parts += [f"<h2>{esc(benchmark)}: headline</h2>", metric_table(rows, links)]
     plots = data.plots()
     if plots:
-        parts += ["<h2>Figures</h2>", "".join(figure(p, inline_figures) for p in plots)]
+        parts += ["<h2>Figures</h2>", '<div class="figures">', "".join(figure(p, inline_figures) for p in plots), "</div>"]
     if links:
         cells = data.cells()
         parts += ["<h2>Cells</h2>", table(["benchmark", "model", "condition", "judge", "units"],
