@@ -89,7 +89,7 @@ def test_cell_filters_and_pages(tmp_path):
     assert len({r["unit_id"] for p in pages for r in p}) == 2 * (PAGE_SIZE + 7)  # no row twice, none missed
     judged = data.cell_page(CellQuery(CELL, stage="judge", verdict="applied=true"))
     assert judged.total == (PAGE_SIZE + 7 + 1) // 2
-    assert all(json.loads(r["parsed_json"])["applied"] for r in judged.rows)
+    assert all(json.loads(r["verdict"]) == {"applied": True} for r in judged.rows)  # rationale stripped
     tone = data.cell_page(CellQuery(CELL, meta='category="tone"', role="subject"))
     assert tone.total == (PAGE_SIZE + 7 + 1) // 2
     assert data.cell_page(CellQuery(CELL, q="ANSWER NUMBER 1")).total == 1 + 10  # 1, 10..19

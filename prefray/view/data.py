@@ -1,9 +1,9 @@
 """What the viewer reads from a run directory, lazily: nothing is loaded before a page asks for it.
 
-The overview reads only metrics.parquet and lists plots/. A cell's page scans only that job's
-shard folder, with the page's filter pushed into the Parquet scan and the scan stopped as soon as
-the page is full; the row count comes from a filtered count. A unit's page reads the rows of one
-instance and sample, and the requests they link to (RUN_DIR/requests/, by request_hash).
+The overview reads only metrics.parquet and lists plots/. A cell's page filters and pages the job's
+unit index (index.py: one file per job, built on the job's first visit). A unit's page reads the
+rows of one instance and sample from the shard files the index points to, and the requests they
+link to (RUN_DIR/requests/, by request_hash).
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.store import SHARD_SCHEMA, job_dir
+from prefray.view.index import JobIndex, signature, texts
+from prefray.view.index import load as load_index
 
 PAGE_SIZE = 50
-PREVIEW_CHARS = 240
-LIST_COLUMNS = ["unit_id", "attempt", "stage", "role", "judge", "instance_id", "item", "sample", "status",
-                "cause", "finish_reason", "truncated", "parsed_json", "meta_json", "text", "request_hash"]
 FACET_COLUMNS = ["stage", "role", "status", "cause"]
 RATIONALE = re.compile(r'"rationale": "(?:[^"\\]|\\.)*"(, )?')
 MAX_FACET_VALUES = 40
@@ -112,7 +111,7 @@ class RunData:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory not found: {self.run_dir}")
-        self._datasets: dict[Path, ds.Dataset] = {}
+        self._indexes: dict[Path, tuple[str, JobIndex]] = {}
         self._facets: dict[Cell, Facets] = {}
 
     # -- overview -------------------------------------------------------------------------------
@@ -152,82 +151,79 @@ class RunData:
         return sorted(found, key=lambda c: (c.benchmark, c.model, c.condition, c.judge))
 
     # -- a cell's units -------------------------------------------------------------------------
-    def dataset(self, cell: Cell) -> ds.Dataset:
+    def index(self, cell: Cell) -> JobIndex:
         folder = job_dir(self.run_dir, cell.benchmark, cell.model, cell.condition)
-        if folder not in self._datasets:
-            files = sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))) \
-                if folder.is_dir() else []
-            self._datasets[folder] = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
-        return self._datasets[folder]
+        stamp = signature(folder)
+        cached = self._indexes.get(folder)
+        if cached is None or cached[0] != stamp:
+            cached = self._indexes[folder] = (stamp, load_index(self.run_dir, folder))
+            self._facets = {c: f for c, f in self._facets.items() if c.benchmark != cell.benchmark
+                            or c.model != cell.model or c.condition != cell.condition}
+        return cached[1]
 
     @staticmethod
     def cell_expression(cell: Cell) -> ds.Expression:
-        expr = (ds.field("benchmark") == cell.benchmark) & (ds.field("model") == cell.model) \
-            & (ds.field("condition") == cell.condition)
-        if cell.judge:
-            expr &= (ds.field("role") == "subject") | (ds.field("judge") == cell.judge)
-        return expr
+        if not cell.judge:
+            return ds.scalar(True)
+        return (ds.field("role") == "subject") | (ds.field("judge") == cell.judge)
 
     @classmethod
     def query_expression(cls, query: CellQuery) -> ds.Expression:
+        """The page's filters except the text search (which reads the answers from disk)."""
         expr = cls.cell_expression(query.cell)
         for name in FACET_COLUMNS:
             value = getattr(query, name)
             if value:
                 expr &= ds.field(name) == value
         if query.verdict:
-            expr &= pc.match_substring_regex(ds.field("parsed_json"), pattern=_json_pair_regex(query.verdict))
+            expr &= pc.match_substring_regex(ds.field("verdict"), pattern=_json_pair_regex(query.verdict))
         if query.meta:
             expr &= pc.match_substring_regex(ds.field("meta_json"), pattern=_json_pair_regex(query.meta))
-        if query.q:
-            expr &= pc.match_substring(ds.field("text"), pattern=query.q, ignore_case=True)
         return expr
 
     def cell_page(self, query: CellQuery, page_size: int = PAGE_SIZE) -> Page:
-        dataset = self.dataset(query.cell)
-        expr = self.query_expression(query)
-        skip, rows = query.page * page_size, []
-        for batch in dataset.scanner(columns=LIST_COLUMNS, filter=expr, batch_size=4 * page_size).to_batches():
-            if skip >= batch.num_rows:
-                skip -= batch.num_rows
-                continue
-            rows += batch.slice(skip, page_size - len(rows)).to_pylist()
-            skip = 0
-            if len(rows) >= page_size:
-                break
-        for row in rows:
-            text = row["text"] or ""
-            row["preview"] = text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
-            row["verdict"] = strip_rationale(row["parsed_json"]) if row["role"] != "subject" else None
-        return Page(rows, dataset.count_rows(filter=expr), query)
+        index = self.index(query.cell)
+        table = index.table.append_column("_position", pa.array(range(index.table.num_rows), pa.int64()))
+        table = table.filter(self.query_expression(query))
+        if query.q:
+            found = pc.match_substring(texts(index).take(table["_position"]), pattern=query.q, ignore_case=True)
+            table = table.filter(found.fill_null(False))
+        rows = table.slice(query.page * page_size, page_size).drop_columns(["_position"]).to_pylist()
+        return Page(rows, table.num_rows, query)
 
     def facets(self, cell: Cell) -> Facets:
-        """Filter choices of a cell with their row counts (computed once per cell)."""
+        """Filter choices of a cell with their row counts (computed once per cell and index)."""
+        table = self.index(cell).table
         if cell in self._facets:
             return self._facets[cell]
-        table = self.dataset(cell).to_table(columns=FACET_COLUMNS + ["meta_json", "parsed_json"],
-                                            filter=self.cell_expression(cell))
+        table = table.filter(self.cell_expression(cell))
         facets = Facets()
         for name in FACET_COLUMNS:
             counts = pc.value_counts(table[name].drop_null()).to_pylist()
             facets.columns[name] = sorted((c["values"], c["counts"]) for c in counts)
         facets.meta = _json_facet(table["meta_json"])
-        judged = table.filter(pc.not_equal(table["role"], "subject"))["parsed_json"]
-        facets.verdict = _json_facet(pc.replace_substring_regex(judged, pattern=RATIONALE.pattern, replacement=""))
+        facets.verdict = _json_facet(table["verdict"])
         self._facets[cell] = facets
         return facets
 
     # -- a unit ---------------------------------------------------------------------------------
+    def _rows_where(self, cell: Cell, expr: ds.Expression) -> list[dict[str, Any]]:
+        """Full stored rows matching `expr`, read only from the shard files the index points to."""
+        located = self.index(cell).table.filter(expr)
+        files = sorted(set(located["file"].to_pylist()))
+        if not files:
+            return []
+        dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
+        return dataset.to_table(filter=expr).to_pylist()
+
     def unit_rows(self, cell: Cell, unit_id: str) -> list[dict[str, Any]]:
-        rows = self.dataset(cell).to_table(filter=self.cell_expression(replace(cell, judge="")) &
-                                           (ds.field("unit_id") == unit_id)).to_pylist()
-        return sorted(rows, key=lambda r: r["attempt"])
+        return sorted(self._rows_where(cell, ds.field("unit_id") == unit_id), key=lambda r: r["attempt"])
 
     def linked_rows(self, cell: Cell, instance_id: str, sample: int | None) -> list[dict[str, Any]]:
         """Every row of the same benchmark/model/condition, instance and sample (all stages, all judges)."""
-        expr = self.cell_expression(replace(cell, judge="")) & (ds.field("instance_id") == instance_id)
+        expr = ds.field("instance_id") == instance_id
         expr &= ds.field("sample").is_null() if sample is None else ds.field("sample") == sample
-        rows = self.dataset(cell).to_table(filter=expr).to_pylist()
+        rows = self._rows_where(cell, expr)
         return sorted(rows, key=lambda r: (r["role"] != "subject", r["stage"], r["judge"] or "", r["item"] or "",
                                            r["attempt"]))
 
