@@ -2,8 +2,9 @@
 
 Writes two synthetic runs (shard rows as the engine stores them: a generation row and judge rows
 with verdicts, rationales, meta and answers of a few hundred characters), serves each with
-`python -m prefray.view`, and times HTTP requests of a cell's units page: the first visit (the
-cell's folder is listed and its filter choices counted), a later page, and a filtered search.
+`python -m prefray.view`, and times HTTP requests of a cell's units page: the first visit (which
+reads the job's shards once to build its unit index, prefray/view/index.py), a later page, and a
+page filtered by stage, verdict, category and a text search in the answers.
 
 Usage: python bench/view_page.py [--rows 200000] [--small 2000] [--rows-per-file 256]
 """
