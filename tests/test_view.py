@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -144,3 +145,30 @@ def test_missing_run_dir_is_one_clear_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "prefray.view", str(tmp_path / "nope")], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 2 and "run directory not found" in done.stderr
+
+
+@pytest.mark.parametrize("filters", [{}, {"stage": "judge", "verdict": "applied=true"},
+                                     {"meta": 'category="tone"', "q": "NUMBER 1"}, {"page": 1}])
+def test_pages_scanned_before_the_index_exists_match_the_indexed_pages(tmp_path, filters):
+    build_run(tmp_path, instances=PAGE_SIZE + 7)
+    data = RunData(tmp_path)
+    query = CellQuery(CELL, **filters)
+    scanned = data._scanned_page(query, PAGE_SIZE)
+    indexed = data.cell_page(query)
+    assert scanned.total is None and indexed.total is not None
+    assert [(r["unit_id"], r["preview"], r["verdict"]) for r in scanned.rows] == \
+        [(r["unit_id"], r["preview"], r["verdict"]) for r in indexed.rows]
+    assert scanned.rows  # the filters select something
+
+
+def test_a_job_without_a_judge_lists_every_row_and_the_index_follows_new_shards(tmp_path):
+    build_run(tmp_path)
+    data = RunData(tmp_path)
+    whole_job = Cell("bench", "m", "c", "")
+    assert data.cell_page(CellQuery(whole_job)).total == 6
+    time.sleep(0.01)
+    write_shard(job_dir(tmp_path, "bench", "m", "c"), "generate",
+                [_row(unit_id="late", stage="generate", role="subject", judge="", instance_id="p9", sample=0,
+                      text="late answer")])
+    assert data.cell_page(CellQuery(whole_job)).total == 7
+    assert data.cell_page(CellQuery(whole_job, q="late")).rows[0]["unit_id"] == "late"

@@ -104,6 +104,11 @@ def test_overview_to_cell_to_transcript_in_chromium(run_cli, fake_server, tmp_pa
             cell_link.click()
             page.wait_for_url("**/cell?**")
             assert "benchpres" in page.title()
+            for _ in range(50):  # a job's first visit may be served before its index is built
+                if "being built" not in page.locator("#count").inner_text():
+                    break
+                time.sleep(0.2)
+                page.reload()
             page.select_option("select[name=stage]", "generate")
             page.click("form.filters button")
             page.wait_for_url("**stage=generate**")

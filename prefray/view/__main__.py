@@ -8,6 +8,8 @@ from pathlib import Path
 
 from prefray.view.data import RunData
 
+WAIT_S = 0.5  # a page waits this long for a job's index before scanning the shards directly
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prefray.view",
@@ -20,15 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_dir.is_dir():
         print(f"prefray.view: run directory not found: {args.run_dir}", file=sys.stderr)
         return 2
-    data = RunData(args.run_dir)
     if args.export is not None:
+        data = RunData(args.run_dir)
         from prefray.view.export import export_html
 
         print(f"wrote {export_html(data, args.export)}")
         return 0
     from prefray.view.server import serve
 
-    serve(data, args.port)
+    serve(RunData(args.run_dir, wait_s=WAIT_S), args.port)
     return 0
 
 

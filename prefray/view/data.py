@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.store import SHARD_SCHEMA, job_dir
-from prefray.view.index import JobIndex, signature, texts
+from prefray.view.index import PREVIEW_CHARS, SOURCE_COLUMNS, JobIndex, shard_files, signature, texts
 from prefray.view.index import load as load_index
 
 PAGE_SIZE = 50
@@ -60,7 +63,7 @@ class CellQuery:
 @dataclass
 class Page:
     rows: list[dict[str, Any]]
-    total: int
+    total: int | None   # None: not counted yet (the job's index is being built)
     query: CellQuery
 
 
@@ -107,12 +110,24 @@ def strip_rationale(parsed: str | None) -> str | None:
 
 
 class RunData:
-    def __init__(self, run_dir: Path):
+    """A run directory, read on demand.
+
+    With `wait_s` set (the server), a job whose index is not built yet gets it built in the
+    background: a page waits for it at most `wait_s` seconds, then is served by a direct scan of
+    the shards that stops once the page is full (no total, no filter choices until the index is
+    ready). Without it (export, tests), the index is built before answering.
+    """
+
+    def __init__(self, run_dir: Path, wait_s: float | None = None):
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory not found: {self.run_dir}")
+        self.wait_s = wait_s
         self._indexes: dict[Path, tuple[str, JobIndex]] = {}
+        self._building: dict[tuple[Path, str], Future] = {}
         self._facets: dict[Cell, Facets] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="view-index")
 
     # -- overview -------------------------------------------------------------------------------
     def metrics(self) -> pa.Table:
@@ -151,15 +166,29 @@ class RunData:
         return sorted(found, key=lambda c: (c.benchmark, c.model, c.condition, c.judge))
 
     # -- a cell's units -------------------------------------------------------------------------
-    def index(self, cell: Cell) -> JobIndex:
-        folder = job_dir(self.run_dir, cell.benchmark, cell.model, cell.condition)
+    def folder(self, cell: Cell) -> Path:
+        return job_dir(self.run_dir, cell.benchmark, cell.model, cell.condition)
+
+    def index(self, cell: Cell) -> JobIndex | None:
+        """The job's unit index; None while it is being built in the background (see wait_s)."""
+        folder = self.folder(cell)
         stamp = signature(folder)
-        cached = self._indexes.get(folder)
-        if cached is None or cached[0] != stamp:
-            cached = self._indexes[folder] = (stamp, load_index(self.run_dir, folder))
-            self._facets = {c: f for c, f in self._facets.items() if c.benchmark != cell.benchmark
-                            or c.model != cell.model or c.condition != cell.condition}
-        return cached[1]
+        with self._lock:
+            cached = self._indexes.get(folder)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            future = self._building.get((folder, stamp))
+            if future is None:
+                future = self._building[(folder, stamp)] = self._pool.submit(load_index, self.run_dir, folder)
+        try:
+            built = future.result(timeout=self.wait_s)
+        except FutureTimeout:
+            return None
+        with self._lock:
+            self._building.pop((folder, stamp), None)
+            self._indexes[folder] = (stamp, built)
+            self._facets = {c: f for c, f in self._facets.items() if self.folder(c) != folder}
+        return built
 
     @staticmethod
     def cell_expression(cell: Cell) -> ds.Expression:
@@ -183,6 +212,8 @@ class RunData:
 
     def cell_page(self, query: CellQuery, page_size: int = PAGE_SIZE) -> Page:
         index = self.index(query.cell)
+        if index is None:
+            return self._scanned_page(query, page_size)
         table = index.table.append_column("_position", pa.array(range(index.table.num_rows), pa.int64()))
         table = table.filter(self.query_expression(query))
         if query.q:
@@ -191,9 +222,36 @@ class RunData:
         rows = table.slice(query.page * page_size, page_size).drop_columns(["_position"]).to_pylist()
         return Page(rows, table.num_rows, query)
 
+    def _scanned_page(self, query: CellQuery, page_size: int) -> Page:
+        """A page straight from the shards, the filters pushed into the scan, stopped once full."""
+        expr = self.query_expression(replace(query, verdict=""))
+        if query.verdict:
+            expr &= pc.match_substring_regex(ds.field("parsed_json"), pattern=_json_pair_regex(query.verdict))
+        if query.q:
+            expr &= pc.match_substring(ds.field("text"), pattern=query.q, ignore_case=True)
+        dataset = ds.dataset(shard_files(self.folder(query.cell)), format="parquet", schema=SHARD_SCHEMA,
+                             partitioning=None)
+        skip, rows = query.page * page_size, []
+        for batch in dataset.scanner(columns=SOURCE_COLUMNS, filter=expr, batch_size=4 * page_size).to_batches():
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            rows += batch.slice(skip, page_size - len(rows)).to_pylist()
+            skip = 0
+            if len(rows) >= page_size:
+                break
+        for row in rows:
+            text = row["text"] or ""
+            row["preview"] = text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
+            row["verdict"] = strip_rationale(row["parsed_json"]) if row["role"] != "subject" else None
+        return Page(rows, None, query)
+
     def facets(self, cell: Cell) -> Facets:
         """Filter choices of a cell with their row counts (computed once per cell and index)."""
-        table = self.index(cell).table
+        index = self.index(cell)
+        if index is None:
+            return Facets()
+        table = index.table
         if cell in self._facets:
             return self._facets[cell]
         table = table.filter(self.cell_expression(cell))
@@ -208,9 +266,13 @@ class RunData:
 
     # -- a unit ---------------------------------------------------------------------------------
     def _rows_where(self, cell: Cell, expr: ds.Expression) -> list[dict[str, Any]]:
-        """Full stored rows matching `expr`, read only from the shard files the index points to."""
-        located = self.index(cell).table.filter(expr)
-        files = sorted(set(located["file"].to_pylist()))
+        """Full stored rows matching `expr`, read only from the shard files the index points to
+        (from every shard of the job while its index is being built)."""
+        index = self.index(cell)
+        if index is None:
+            files = shard_files(self.folder(cell))
+        else:
+            files = sorted(set(index.table.filter(expr)["file"].to_pylist()))
         if not files:
             return []
         dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)

@@ -123,7 +123,7 @@ def cell_html(data: RunData, query: CellQuery) -> str:
     pager = []
     if query.page > 0:
         pager.append(f'<a id="prev" href="{cell_url(cell, **filters, page=query.page - 1)}">← previous</a>')
-    if start + PAGE_SIZE < page.total:
+    if (start + PAGE_SIZE < page.total) if page.total is not None else len(page.rows) == PAGE_SIZE:
         pager.append(f'<a id="next" href="{cell_url(cell, **filters, page=query.page + 1)}">next →</a>')
     headers = ["unit", "stage", "role", "judge", "instance", "item", "sample", "attempt", "status", "cause",
                "finish", "verdict", "answer"]
@@ -134,7 +134,9 @@ def cell_html(data: RunData, query: CellQuery) -> str:
                      esc(r["sample"]), esc(r["attempt"]), status(r["status"]), esc(r["cause"]),
                      esc(r["finish_reason"]) + (" <b>truncated</b>" if r["truncated"] else ""),
                      _verdict_cell(r), esc(r["preview"])])
-    parts = [filter_form(data, query), f'<p class="muted" id="count">rows {shown} of {page.total} '
+    counted = f"of {page.total}" if page.total is not None else \
+        "(this job's index is being built: totals and filter choices appear on reload)"
+    parts = [filter_form(data, query), f'<p class="muted" id="count">rows {shown} {counted} '
              "(every stored row: each attempt of each unit; judge rows of this cell's judge)</p>",
              table(headers, body), f"<p>{' '.join(pager)}</p>"]
     return layout(" / ".join(_cell_parts(cell)), "".join(parts), nav(None))
