@@ -2,9 +2,10 @@
 
 Writes two synthetic runs (shard rows as the engine stores them: a generation row and judge rows
 with verdicts, rationales, meta and answers of a few hundred characters), serves each with
-`python -m prefray.view`, and times HTTP requests of a cell's units page: the first visit (which
-reads the job's shards once to build its unit index, prefray/view/index.py), a later page, and a
-page filtered by stage, verdict, category and a text search in the answers.
+`python -m prefray.view`, and times HTTP requests of a cell's units page: the first page (served by
+a direct scan while the job's unit index, prefray/view/index.py, is built in the background), the
+time until the index serves pages, then a later page and a page filtered by stage, verdict,
+category and a text search in the answers.
 
 Usage: python bench/view_page.py [--rows 200000] [--small 2000] [--rows-per-file 256]
 """
@@ -66,14 +67,22 @@ def write_run(run_dir: Path, total: int, per_file: int) -> int:
     return files
 
 
-def timed_get(url: str) -> float:
+def get(url: str) -> tuple[float, bytes]:
     start = time.perf_counter()
     with urllib.request.urlopen(url, timeout=120) as response:
         body = response.read()
     elapsed = time.perf_counter() - start
     if b'id="count"' not in body:
         raise SystemExit(f"unexpected page from {url}")
-    return elapsed
+    return elapsed, body
+
+
+def until_indexed(url: str) -> float:
+    """Seconds until the page is served from the job's index (no longer 'being built')."""
+    start = time.perf_counter()
+    while b"being built" in get(url)[1]:
+        time.sleep(0.05)
+    return time.perf_counter() - start
 
 
 def measure(run_dir: Path) -> dict[str, float]:
@@ -88,11 +97,13 @@ def measure(run_dir: Path) -> dict[str, float]:
                 break
             except OSError:
                 time.sleep(0.1)
+        first = base + urllib.parse.urlencode(CELL)
+        filtered = {**CELL, "stage": "judge", "verdict": "applied=false", "meta": 'category="tone"', "q": "preference 1"}
         return {
-            "first visit (builds index)": timed_get(base + urllib.parse.urlencode(CELL)),
-            "page 3": timed_get(base + urllib.parse.urlencode({**CELL, "page": 3})),
-            "filtered": timed_get(base + urllib.parse.urlencode({**CELL, "stage": "judge", "verdict": "applied=false",
-                                                                 "meta": 'category="tone"', "q": "preference 1"})),
+            "first page": get(first)[0],
+            "index ready after": until_indexed(first),
+            "page 3": get(base + urllib.parse.urlencode({**CELL, "page": 3}))[0],
+            "filtered + search": get(base + urllib.parse.urlencode(filtered))[0],
         }
     finally:
         viewer.kill()
@@ -112,7 +123,7 @@ def main() -> None:
         results[label] = measure(root / label)
         times = "  ".join(f"{k}: {v * 1000:.0f} ms" for k, v in results[label].items())
         print(f"{total:>8} rows in {files:>5} files   {times}")
-    for key in results["small"]:
+    for key in ("first page", "page 3", "filtered + search"):
         print(f"ratio large/small ({key}): {results['large'][key] / results['small'][key]:.2f}")
 
 

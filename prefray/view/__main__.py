@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prefray.view.data import RunData
 
-WAIT_S = 0.5  # a page waits this long for a job's index before scanning the shards directly
+WAIT_S = 0.25  # a page waits this long for a job's index before scanning the shards directly
 
 
 def main(argv: list[str] | None = None) -> int:
