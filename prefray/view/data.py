@@ -258,7 +258,7 @@ class RunData:
         facets = Facets()
         for name in FACET_COLUMNS:
             counts = pc.value_counts(table[name].drop_null()).to_pylist()
-            facets.columns[name] = sorted((c["values"], c["counts"]) for c in counts)
+            facets.columns[name] = sorted((c["values"], c["counts"]) for c in counts if c["values"])
         facets.meta = _json_facet(table["meta_json"])
         facets.verdict = _json_facet(table["verdict"])
         self._facets[cell] = facets

@@ -202,6 +202,17 @@ def _row_block(cell: Cell, row: dict[str, Any], requests: dict[str, dict[str, An
     return "".join(parts)
 
 
+def _about(row: dict[str, Any]) -> str:
+    """What a judge row judged, from its meta: short scalar fields (e.g. category, statement)."""
+    try:
+        meta = json.loads(row.get("meta_json") or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(meta, dict):
+        return ""
+    return "; ".join(f"{k}: {v}" for k, v in meta.items() if isinstance(v, (str, int, float, bool)))[:200]
+
+
 def unit_html(data: RunData, cell: Cell, unit_id: str) -> str | None:
     attempts = data.unit_rows(cell, unit_id)
     if not attempts:
@@ -220,10 +231,11 @@ def unit_html(data: RunData, cell: Cell, unit_id: str) -> str | None:
         for r in judged:
             value, rationale = _parsed(r)
             verdicts.append([link(unit_url(cell, r["unit_id"]), r["stage"]), esc(r["judge"]), esc(r["item"]),
-                             status(r["status"]), esc(json.dumps(value, ensure_ascii=False) if value is not None else ""),
+                             esc(_about(r)), status(r["status"]),
+                             esc(json.dumps(value, ensure_ascii=False) if value is not None else ""),
                              f'<span class="rationale-cell">{esc(rationale)}</span>' if rationale else ""])
         parts += ["<h2>Judge rows of this instance and sample</h2>",
-                  table(["stage", "judge", "item", "status", "verdict", "rationale"], verdicts)]
+                  table(["stage", "judge", "item", "about", "status", "verdict", "rationale"], verdicts)]
     if others:
         parts += ["<h2>Linked rows</h2>", "".join(_row_block(cell, r, requests, current=False) for r in others)]
     return layout(f"unit {unit_id[:12]} · {row['stage']}", "".join(parts), nav(cell))
