@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, metric_rows
-from prefray.engine.stats import (BootstrapSettings, cluster_mean_ci, mean_intervals, paired_delta_ci,
+from prefray.engine.stats import (BootstrapSettings, Comparison, cluster_mean_ci, mean_intervals, paired_comparisons,
+                                  paired_delta_ci,
                                   paired_deltas, with_intervals)
 
 
@@ -129,3 +130,23 @@ def test_with_intervals_adds_bounds_only_where_unit_scores_exist():
     assert by_metric[("b", "other")]["ci_low"] is None
     assert by_metric[("other", "MR")]["ci_high"] is None
     assert out.num_rows == 3 and out.column_names[-2:] == ["ci_low", "ci_high"]
+
+
+class _Declaring:
+    comparisons = [Comparison("condition", "on", "off")]
+
+
+def test_declared_comparisons_and_every_judge_pair():
+    scores = _scores(0.35, seed=3)
+    second_judge = scores.set_column(scores.schema.get_field_index("judge"), "judge",
+                                     pa.array(["k"] * scores.num_rows))
+    both = pa.concat_tables([scores, second_judge])
+    table = paired_comparisons(both, {"b": _Declaring()})
+    rows = table.to_pylist()
+    by_kind = {(r["compared"], r["judge"], r["condition"]): r for r in rows}
+    assert set(by_kind) == {("condition", "j", ""), ("condition", "k", ""), ("judge", "", "on"), ("judge", "", "off")}
+    on_off = paired_deltas(scores, "condition", "on", "off").to_pylist()[0]
+    assert by_kind[("condition", "j", "")]["delta"] == on_off["delta"]
+    # the two judges scored every unit alike: their difference is exactly 0 with no width
+    same = by_kind[("judge", "", "on")]
+    assert (same["a"], same["b"], same["delta"], same["ci_low"], same["ci_high"]) == ("j", "k", 0.0, 0.0, 0.0)

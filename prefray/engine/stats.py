@@ -163,26 +163,67 @@ def paired_deltas(scores: pa.Table, column: str, a: str, b: str,
     return pa.Table.from_pylist(out, schema=schema)
 
 
-def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]],
-                   boot: BootstrapSettings = BootstrapSettings()) -> pa.Table:
-    """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
-    benchmark that provides `unit_scores`; null where a metric has no per-unit scores."""
+@dataclass(frozen=True)
+class Comparison:
+    """A − B along one key, e.g. Comparison("condition", "defense", "default") or, across models,
+    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2")."""
+
+    column: str
+    a: str
+    b: str
+
+
+DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("compared", pa.string()),
+                          ("a", pa.string()), ("b", pa.string()), ("delta", pa.float64()), ("clusters", pa.int64()),
+                          ("ci_low", pa.float64()), ("ci_high", pa.float64())])
+
+
+def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
+    """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
     import pyarrow.compute as pc
 
-    bounds: dict[tuple, tuple[float, float]] = {}
+    tables = [UNIT_SCORE_SCHEMA.empty_table()]
     for name in sorted(set(rows["benchmark"].to_pylist())):
         hook = unit_scores_hook(benchmarks.get(name))
-        if hook is None:
-            continue
-        part = rows.filter(pc.equal(rows["benchmark"], name))
-        scores = hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA)
-        for row in mean_intervals(scores, boot).to_pylist():
-            bounds[tuple(row[k] for k in GROUP_KEYS)] = (row["ci_low"], row["ci_high"])
+        if hook is not None:
+            part = rows.filter(pc.equal(rows["benchmark"], name))
+            tables.append(hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
+    return pa.concat_tables(tables)
+
+
+def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]],
+                   boot: BootstrapSettings = BootstrapSettings(), scores: pa.Table | None = None) -> pa.Table:
+    """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
+    benchmark that provides `unit_scores`; null where a metric has no per-unit scores."""
+    scores = unit_scores(rows, benchmarks, settings) if scores is None else scores
+    bounds = {tuple(r[k] for k in GROUP_KEYS): (r["ci_low"], r["ci_high"]) for r in mean_intervals(scores, boot).to_pylist()}
     keys = list(zip(*(metrics[k].to_pylist() for k in GROUP_KEYS)))
-    lows = [bounds.get(k, (None, None))[0] for k in keys]
-    highs = [bounds.get(k, (None, None))[1] for k in keys]
-    for name, values in (("ci_low", lows), ("ci_high", highs)):
+    for position, name in enumerate(("ci_low", "ci_high")):
         if name in metrics.column_names:
             metrics = metrics.drop_columns([name])
-        metrics = metrics.append_column(name, pa.array(values, pa.float64()))
+        metrics = metrics.append_column(name, pa.array([bounds.get(k, (None, None))[position] for k in keys],
+                                                       pa.float64()))
     return metrics
+
+
+def comparisons_of(benchmark: Any, scores: pa.Table) -> list[Comparison]:
+    """A benchmark's declared comparisons (its optional `comparisons` attribute) and every pair of
+    judges that scored it (judge A − judge B on the units both scored)."""
+    declared = list(getattr(benchmark, "comparisons", ()) or ())
+    judges = sorted(set(scores["judge"].to_pylist()))
+    return declared + [Comparison("judge", a, b) for i, a in enumerate(judges) for b in judges[i + 1:]]
+
+
+def paired_comparisons(scores: pa.Table, benchmarks: dict[str, Any],
+                       boot: BootstrapSettings = BootstrapSettings()) -> pa.Table:
+    """Every comparison of every benchmark with per-unit scores (DELTA_SCHEMA); the compared key's
+    own column is empty and `compared` names it."""
+    import pyarrow.compute as pc
+
+    out = []
+    for name in sorted(set(scores["benchmark"].to_pylist())):
+        part = scores.filter(pc.equal(scores["benchmark"], name))
+        for comparison in comparisons_of(benchmarks.get(name), part):
+            for row in paired_deltas(part, comparison.column, comparison.a, comparison.b, boot).to_pylist():
+                out.append({**row, comparison.column: "", "compared": comparison.column})
+    return pa.Table.from_pylist(out, schema=DELTA_SCHEMA)
