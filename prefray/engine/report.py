@@ -45,8 +45,7 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
                  "input_tokens", "output_tokens", "cost_usd"]
     parts = [
         "# prefray metrics", "",
-        "`n` = scored units; `excluded` = units whose answer could not be read or whose call failed; "
-        "`ci_low`, `ci_high` = 95% cluster-bootstrap interval (where the benchmark gives per-unit scores).", "",
+        "`n` = scored units; `excluded` = units whose answer could not be read or whose call failed.", "",
         "## Headline", "", markdown_table(headline(metrics), metric_cols), "",
         "## Calls", "", markdown_table(calls, call_cols), "",
         "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
