@@ -81,7 +81,7 @@ def family_scales(metrics: pa.Table) -> dict[tuple[str, str], tuple[float, float
             spans.setdefault((row["benchmark"], _family(row["metric"])[0]), []).extend(values)
     scales = {}
     for key, values in spans.items():
-        low, high = min(0.0, min(values)), max(values)
+        low, high = min(0.0, min(values)), max(0.0, max(values))  # 0 is always on the scale
         if low >= 0 and high <= 1:
             scales[key] = (0.0, 1.08)
         else:
