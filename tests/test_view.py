@@ -172,3 +172,31 @@ def test_a_job_without_a_judge_lists_every_row_and_the_index_follows_new_shards(
                       text="late answer")])
     assert data.cell_page(CellQuery(whole_job)).total == 7
     assert data.cell_page(CellQuery(whole_job, q="late")).rows[0]["unit_id"] == "late"
+
+
+def test_server_answers_pages_and_refuses_bad_requests(tmp_path):
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from prefray.view.server import make_app
+
+    build_run(tmp_path)
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "bench__MR.png").write_bytes(b"\x89PNG fake")
+
+    async def visit() -> None:
+        async with TestClient(TestServer(make_app(RunData(tmp_path, wait_s=5.0)))) as client:
+            cell = "benchmark=bench&model=m&condition=c&judge=fj"
+            page = await client.get(f"/cell?{cell}&q=%3Cscript%3E")
+            text = await page.text()
+            assert page.status == 200 and "<script>" not in text and "rows 1–4 of 4" in text  # 1 answer, 3 verdicts
+            assert (await client.get(f"/unit?{cell}&unit=gen2")).status == 200
+            assert (await client.get(f"/unit?{cell}&unit=nope")).status == 404
+            assert (await client.get(f"/cell?{cell}&page=x")).status == 400
+            assert (await client.get("/cell?benchmark=bench")).status == 400
+            figure = await client.get("/plots/bench__MR.png")
+            assert figure.status == 200 and figure.content_type == "image/png"
+            assert (await client.get("/plots/..%2Fmetrics.parquet")).status == 404
+
+    asyncio.run(visit())
