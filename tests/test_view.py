@@ -200,3 +200,10 @@ def test_server_answers_pages_and_refuses_bad_requests(tmp_path):
             assert (await client.get("/plots/..%2Fmetrics.parquet")).status == 404
 
     asyncio.run(visit())
+
+
+def test_a_moved_run_dir_keeps_working(tmp_path):
+    build_run(tmp_path / "a")
+    assert "answer number 1" in unit_html(RunData(tmp_path / "a"), CELL, "gen1")  # builds .view/
+    (tmp_path / "a").rename(tmp_path / "b")
+    assert "answer number 1" in unit_html(RunData(tmp_path / "b"), CELL, "gen1")

@@ -9,6 +9,7 @@ link to (RUN_DIR/requests/, by request_hash).
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -268,11 +269,10 @@ class RunData:
     def _rows_where(self, cell: Cell, expr: ds.Expression) -> list[dict[str, Any]]:
         """Full stored rows matching `expr`, read only from the shard files the index points to
         (from every shard of the job while its index is being built)."""
-        index = self.index(cell)
-        if index is None:
-            files = shard_files(self.folder(cell))
-        else:
-            files = sorted(set(index.table.filter(expr)["file"].to_pylist()))
+        index, folder = self.index(cell), self.folder(cell)
+        files = [] if index is None else [str(folder / f) for f in sorted(set(index.table.filter(expr)["file"].to_pylist()))]
+        if index is None or not all(os.path.exists(f) for f in files):
+            files = shard_files(folder)
         if not files:
             return []
         dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)

@@ -3,7 +3,8 @@
 Scanning a job's shards costs per file (a run of 16-row shards has thousands), so the first visit
 of a job reads its shards once and writes `RUN_DIR/.view/<job>.parquet`: one row per stored row
 with its ids, stage, role, judge, status, cause, finish reason, verdict (the parsed answer without
-its rationale), meta, answer text and preview, and the shard file it lives in. Later pages filter
+its rationale), meta, answer text and preview, and the shard file it lives in (relative to the
+job folder). Later pages filter
 and page this one file in memory (the answer text stays on disk and is read only for a search),
 and a transcript reads only the shard files its rows live in. The index is rebuilt when the job
 folder changes (its modification time: shards are renamed into it) and kept in a temporary
@@ -87,7 +88,7 @@ def build(folder: Path, target: Path, stamp: str) -> None:
     batches, paths, counts = [], [], []
     for tagged in dataset.scanner(columns=SOURCE_COLUMNS).scan_batches():
         batches.append(tagged.record_batch)
-        paths.append(tagged.fragment.path)
+        paths.append(os.path.relpath(tagged.fragment.path, folder))  # the run dir may move
         counts.append(tagged.record_batch.num_rows)
     schema = pa.schema([SHARD_SCHEMA.field(name) for name in SOURCE_COLUMNS])
     table = pa.Table.from_batches(batches, schema=schema)
