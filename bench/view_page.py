@@ -98,7 +98,8 @@ def measure(run_dir: Path) -> dict[str, float]:
             except OSError:
                 time.sleep(0.1)
         first = base + urllib.parse.urlencode(CELL)
-        filtered = {**CELL, "stage": "judge", "verdict": "applied=false", "meta": 'category="tone"', "q": "preference 1"}
+        filtered = {**CELL, "stage": "judge", "verdict": "applied=false", "meta": 'category="tone"',
+                    "q": "preference 1"}
         return {
             "first page": get(first)[0],
             "index ready after": until_indexed(first),

@@ -229,8 +229,8 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Scat
             axes = (scales.get((benchmark, _family(spec.x)[0]), (0.0, 1.08)),
                     scales.get((benchmark, _family(spec.y)[0]), (0.0, 1.08)))
             title = spec.title or f"{benchmark}: {spec.y} against {spec.x}"
-            written += draw_scatter(points, spec, title, folder / f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}",
-                                    axes)
+            name = f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}"
+            written += draw_scatter(points, spec, title, folder / name, axes)
     for (benchmark, family), rows in sorted(figure_groups(metrics).items())[:MAX_FIGURES]:
         scale = scales.get((benchmark, _family(family)[0]))
         written += draw(rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale)

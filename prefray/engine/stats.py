@@ -196,7 +196,8 @@ def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any]
     """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
     benchmark that provides `unit_scores`; null where a metric has no per-unit scores."""
     scores = unit_scores(rows, benchmarks, settings) if scores is None else scores
-    bounds = {tuple(r[k] for k in GROUP_KEYS): (r["ci_low"], r["ci_high"]) for r in mean_intervals(scores, boot).to_pylist()}
+    bounds = {tuple(r[k] for k in GROUP_KEYS): (r["ci_low"], r["ci_high"])
+              for r in mean_intervals(scores, boot).to_pylist()}
     keys = list(zip(*(metrics[k].to_pylist() for k in GROUP_KEYS)))
     for position, name in enumerate(("ci_low", "ci_high")):
         if name in metrics.column_names:

@@ -270,7 +270,8 @@ class RunData:
         """Full stored rows matching `expr`, read only from the shard files the index points to
         (from every shard of the job while its index is being built)."""
         index, folder = self.index(cell), self.folder(cell)
-        files = [] if index is None else [str(folder / f) for f in sorted(set(index.table.filter(expr)["file"].to_pylist()))]
+        located = [] if index is None else sorted(set(index.table.filter(expr)["file"].to_pylist()))
+        files = [str(folder / name) for name in located]
         if index is None or not all(os.path.exists(f) for f in files):
             files = shard_files(folder)
         if not files:

@@ -84,7 +84,8 @@ def overview_html(data: RunData, links: bool = True, inline_figures: bool = Fals
         parts += [f"<h2>{esc(benchmark)}: headline</h2>", metric_table(rows, links)]
     plots = data.plots()
     if plots:
-        parts += ["<h2>Figures</h2>", '<div class="figures">', "".join(figure(p, inline_figures) for p in plots), "</div>"]
+        figures = "".join(figure(p, inline_figures) for p in plots)
+        parts += ["<h2>Figures</h2>", f'<div class="figures">{figures}</div>']
     if links:
         cells = data.cells()
         parts += ["<h2>Cells</h2>", table(["benchmark", "model", "condition", "judge", "units"],
@@ -157,7 +158,8 @@ def _messages_html(request: dict[str, Any] | None) -> str:
         content = message.get("content")
         if not isinstance(content, str):
             content = json.dumps(content, ensure_ascii=False, indent=1)
-        parts.append(f'<div class="msg"><div class="role">{esc(message.get("role"))}</div><pre>{esc(content)}</pre></div>')
+        role = esc(message.get("role"))
+        parts.append(f'<div class="msg"><div class="role">{role}</div><pre>{esc(content)}</pre></div>')
     extra = [("params", request.get("params_json")), ("answer schema", request.get("json_schema_json"))]
     for label, value in extra:
         if value:
@@ -194,7 +196,8 @@ def _row_block(cell: Cell, row: dict[str, Any], requests: dict[str, dict[str, An
              _messages_html(requests.get(row["request_hash"])), "</details>" if not current else "",
              "<h4>answer</h4>", f'<pre class="answer">{esc(row["text"])}</pre>']
     if value is not None:
-        parts.append(f'<div>verdict / parsed: <code class="verdict">{esc(json.dumps(value, ensure_ascii=False))}</code></div>')
+        shown = esc(json.dumps(value, ensure_ascii=False))
+        parts.append(f'<div>verdict / parsed: <code class="verdict">{shown}</code></div>')
     if rationale:
         parts.append(f'<div class="rationale"><b>rationale:</b> {esc(rationale)}</div>')
     parts += ["<details><summary class=\"muted\">tokens, cost, latency, tries, cause …</summary>" if not current
