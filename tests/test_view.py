@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from prefray.engine.benchmark import metric_rows
+from prefray.engine.stats import DELTA_SCHEMA
 from prefray.engine.store import SHARD_SCHEMA, job_dir, write_shard
 from prefray.view.data import PAGE_SIZE, Cell, CellQuery, RunData, strip_rationale
 from prefray.view.pages import cell_html, overview_html, unit_html
@@ -75,7 +76,12 @@ CELL = Cell("bench", "m", "c", "fj")
 
 def test_overview_lists_metrics_with_intervals_and_links_cells(tmp_path):
     build_run(tmp_path)
+    deltas = [{"benchmark": "bench", "model": "m", "condition": "", "judge": "fj", "metric": "MR",
+               "compared": "condition", "a": "defense", "b": "default", "delta": -0.125, "clusters": 12,
+               "ci_low": -0.25, "ci_high": -0.03}]
+    pq.write_table(pa.Table.from_pylist(deltas, schema=DELTA_SCHEMA), tmp_path / "deltas.parquet")
     page = overview_html(RunData(tmp_path))
+    assert "condition: defense − default" in page and "[-0.250, -0.030]" in page and "-0.125" in page
     assert "[0.250, 0.750]" in page and "no data" in page  # the NaN breakdown is no data, not 0
     assert "/cell?benchmark=bench&amp;model=m&amp;condition=c&amp;judge=fj" in page
 

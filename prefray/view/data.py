@@ -135,6 +135,11 @@ class RunData:
         path = self.run_dir / "metrics.parquet"
         return pq.read_table(path) if path.exists() else pa.table({})
 
+    def deltas(self) -> pa.Table:
+        """Paired differences with intervals (stats.DELTA_SCHEMA), when the run has them."""
+        path = self.run_dir / "deltas.parquet"
+        return pq.read_table(path) if path.exists() else pa.table({})
+
     def plots(self) -> list[Path]:
         """One file per figure under plots/ (SVG preferred when both formats exist)."""
         folder = self.run_dir / "plots"

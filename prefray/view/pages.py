@@ -54,6 +54,14 @@ def metric_table(rows: list[dict[str, Any]], links: bool) -> str:
     return table(headers, body, classes, numeric={"value", "n", "excluded"})
 
 
+def delta_table(rows: list[dict[str, Any]]) -> str:
+    headers = ["benchmark", "model", "condition", "judge", "metric", "A − B", "delta", "95% CI", "clusters"]
+    body = [[esc(r["benchmark"]), esc(r["model"]), esc(r["condition"]), esc(r["judge"]), esc(r["metric"]),
+             esc(f'{r["compared"]}: {r["a"]} − {r["b"]}'), number(r["delta"]), interval(r["ci_low"], r["ci_high"]),
+             number(r["clusters"])] for r in rows]
+    return table(headers, body, numeric={"delta", "clusters"})
+
+
 def _by_benchmark(metrics: pa.Table, headline: bool) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for row in metrics.to_pylist():
@@ -82,6 +90,9 @@ def overview_html(data: RunData, links: bool = True, inline_figures: bool = Fals
         parts.append("<p><b>No metrics.parquet</b>: this run has not been aggregated; its cells are listed below.</p>")
     for benchmark, rows in sorted(_by_benchmark(metrics, True).items()) if metrics.num_rows else []:
         parts += [f"<h2>{esc(benchmark)}: headline</h2>", metric_table(rows, links)]
+    deltas = data.deltas()
+    if deltas.num_rows:
+        parts += ["<h2>Paired differences (A − B on the same clusters)</h2>", delta_table(deltas.to_pylist())]
     plots = data.plots()
     if plots:
         figures = "".join(figure(p, inline_figures) for p in plots)
