@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, metric_rows
-from prefray.engine.stats import (BootstrapSettings, Comparison, cluster_mean_ci, mean_intervals, paired_comparisons,
+from prefray.engine.stats import (BootstrapSettings, Comparison, add_intervals, cluster_mean_ci, mean_intervals, paired_comparisons,
                                   paired_delta_ci,
                                   paired_deltas, with_intervals)
 
@@ -150,3 +150,22 @@ def test_declared_comparisons_and_every_judge_pair():
     # the two judges scored every unit alike: their difference is exactly 0 with no width
     same = by_kind[("judge", "", "on")]
     assert (same["a"], same["b"], same["delta"], same["ci_low"], same["ci_high"]) == ("j", "k", 0.0, 0.0, 0.0)
+
+
+def test_add_intervals_writes_deltas_and_returns_metrics_with_bounds(tmp_path):
+    import pyarrow.parquet as pq
+
+    rows = pa.Table.from_pylist([{"benchmark": "b", "model": "m", "condition": c, "judge": "j",
+                                  "instance_id": f"p{i // 2}", "text": "yes" if (i + (c == "on")) % 3 else "no"}
+                                 for c in ("on", "off") for i in range(12)])
+    metrics = metric_rows([{"benchmark": "b", "model": "m", "condition": c, "judge": "j", "metric": "MR",
+                            "value": 0.5, "n": 12} for c in ("on", "off")])
+    bench = _FakeBenchmark()
+    bench.comparisons = [Comparison("condition", "on", "off")]
+    out = add_intervals(tmp_path, metrics, rows, {"b": bench}, {}, seed=3)
+    assert all(r["ci_low"] is not None for r in out.to_pylist())
+    deltas = pq.read_table(tmp_path / "deltas.parquet").to_pylist()
+    expected = paired_deltas(bench.unit_scores(rows, {}), "condition", "on", "off", BootstrapSettings(seed=3))
+    assert len(deltas) == 1 and deltas[0]["delta"] == expected.to_pylist()[0]["delta"]
+    assert deltas[0]["ci_low"] == expected.to_pylist()[0]["ci_low"]
+    assert (tmp_path / "deltas.csv").read_text().startswith('"benchmark"')

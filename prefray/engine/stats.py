@@ -16,7 +16,9 @@ Input is a per-unit scores table (UNIT_SCORE_SCHEMA): one row per scored unit wi
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -228,3 +230,21 @@ def paired_comparisons(scores: pa.Table, benchmarks: dict[str, Any],
             for row in paired_deltas(part, comparison.column, comparison.a, comparison.b, boot).to_pylist():
                 out.append({**row, comparison.column: "", "compared": comparison.column})
     return pa.Table.from_pylist(out, schema=DELTA_SCHEMA)
+
+
+def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
+                  settings: dict[str, dict[str, Any]], seed: int = 0) -> pa.Table:
+    """The aggregate step in one call: `metrics` with ci_low/ci_high, and the paired comparisons
+    written to RUN_DIR/deltas.parquet and deltas.csv (both always written, possibly empty)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    boot = BootstrapSettings(seed=seed)
+    scores = unit_scores(rows, benchmarks, settings)
+    deltas = paired_comparisons(scores, benchmarks, boot)
+    for name, write in (("deltas.parquet", pq.write_table), ("deltas.csv", pacsv.write_csv)):
+        target = Path(run_dir) / name
+        temp = target.with_name(f".{name}.tmp")
+        write(deltas, temp)
+        os.replace(temp, target)
+    return with_intervals(metrics, rows, benchmarks, settings, boot, scores=scores)
