@@ -100,6 +100,31 @@ class Benchmark(Protocol):
         """Long-format metrics (METRIC_SCHEMA) from every stored row of this benchmark."""
 
 
+class ScoresUnits(Protocol):
+    """Optional hook: a benchmark that has it gets 95% cluster-bootstrap intervals (`ci_low`,
+    `ci_high` in metrics.*) on every metric that its per-unit scores average to."""
+
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """One row per scored unit (UNIT_SCORE_SCHEMA) from the best attempt of every stored row:
+        `value` is the unit's score whose mean over a cell is the metric's value, `cluster` the
+        benchmark's independent unit (e.g. a profile or a persona). A unit without a score (excluded)
+        has no row."""
+
+
+def unit_scores_hook(benchmark: Any) -> Callable[[pa.Table, dict[str, Any]], pa.Table] | None:
+    return getattr(benchmark, "unit_scores", None)
+
+
+UNIT_SCORE_SCHEMA = pa.schema([
+    ("benchmark", pa.string()),
+    ("model", pa.string()),
+    ("condition", pa.string()),
+    ("judge", pa.string()),
+    ("metric", pa.string()),
+    ("cluster", pa.string()),
+    ("value", pa.float64()),
+])
+
 METRIC_SCHEMA = pa.schema([
     ("benchmark", pa.string()),
     ("model", pa.string()),

@@ -8,6 +8,8 @@ import pyarrow as pa
 
 
 def _fmt(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.3f}"
     return str(value)
@@ -49,6 +51,8 @@ def truncated_cells(metrics: pa.Table) -> list[str]:
 def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
                     agreement: pa.Table | None = None, budget_usd: float | None = None) -> str:
     metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded", "complete"]
+    if "ci_low" in metrics.column_names:
+        metric_cols[6:6] = ["ci_low", "ci_high"]
     call_cols = ["benchmark", "model", "condition", "stage", "judge", "ok", "failed", "skipped",
                  "input_tokens", "output_tokens", "cost_usd"]
     parts = [
@@ -87,10 +91,15 @@ def print_summary(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = N
     console = Console()
     table = Table(title="prefray metrics (headline; breakdowns in metrics.md)")
     cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded"]
-    for col in cols:
+    with_ci = "ci_low" in metrics.column_names
+    for col in cols[:6] + (["95% CI"] if with_ci else []) + cols[6:]:
         table.add_column(col, justify="right" if col in ("value", "n", "excluded") else "left")
     for row in headline(metrics).to_pylist():
-        table.add_row(*(_fmt(row[c]) for c in cols))
+        cells = [_fmt(row[c]) for c in cols]
+        if with_ci:
+            ci = "" if row["ci_low"] is None else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+            cells.insert(6, ci)
+        table.add_row(*cells)
     console.print(table)
     failed = sum(calls["failed"].to_pylist()) if calls.num_rows else 0
     skipped = sum(calls["skipped"].to_pylist()) if calls.num_rows else 0
