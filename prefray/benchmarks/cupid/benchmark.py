@@ -19,33 +19,26 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from prefray.benchmarks.cupid.data import Instance, Session, load_instances, oracle_indices
+from prefray.benchmarks.cupid.data import Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.metrics import cupid_metrics
-from prefray.benchmarks.cupid.scoring import (
-    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, MATCH_SCHEMA, decompose_messages, judge_prompt, match_messages,
-    parse_checklist, parse_match, parse_preference, parse_score, template,
+from prefray.benchmarks.cupid.prompting import (
+    check_prompts, decompose_messages, generate_messages, infer_messages, judge_prompt, match_messages,
+    render_log, render_session, summarize_messages,
 )
-from prefray.engine.benchmark import DataError, Job, ParseError, Stage, StageContext, metric_rows, parsed
+from prefray.benchmarks.cupid.scoring import (
+    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_checklist, parse_match, parse_preference, parse_score,
+)
+from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
+from prefray.engine.failures import is_model_failure
 from prefray.engine.types import ChatRequest, WorkUnit
-
-Prompt = tuple[str, tuple[dict[str, str], ...]]  # (system, messages)
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
-# A well-formed inference answer for cost estimates (simulated answers rarely carry the label).
-EXAMPLE_INFERENCE = "Preference: The user wants the answer shaped to the situation this request comes from."
+# A well-formed inference answer for cost estimates (simulated answers rarely carry the section).
+EXAMPLE_INFERENCE = ("The user asked for tables twice in this kind of work.\n"
+                     "<preference>The user wants the answer shaped to the situation this request comes from.</preference>")
 
-
-# -- what the evaluated model sees -------------------------------------------------------------
-def render_session(session: Session) -> str:
-    return "\n\n".join(f"{'User' if t.role == 'user' else 'Assistant'}: {t.content}" for t in session.dialogue)
-
-
-def render_log(blocks: Sequence[str]) -> str:
-    """Sessions (or their summaries) in chronological order, one headed block each."""
-    if not blocks:
-        return "(no earlier conversations)"
-    return "\n\n".join(f"### Conversation {i}\n\n{block}" for i, block in enumerate(blocks, start=1))
+__all__ = ["Cupid", "infer_messages", "render_log", "render_session", "summarize_messages"]
 
 
 def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
@@ -56,28 +49,8 @@ def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
     return tuple(range(len(inst.sessions))) if mode == "all" else ()
 
 
-def summarize_messages(session: Session) -> Prompt:
-    user = template("summarize.txt").format(session=render_session(session))
-    return template("summarize_system.txt"), ({"role": "user", "content": user},)
-
-
-def infer_messages(log: str, request: str) -> Prompt:
-    user = template("infer_task.txt").format(request=request)
-    return template("infer_system.txt").format(log=log), ({"role": "user", "content": user},)
-
-
-def generate_messages(log: str | None, request: str, preference: str | None = None) -> Prompt:
-    """The request verbatim as the user turn; the log (or, for the ceiling, the true preference) as system."""
-    if preference is not None:
-        system = template("generate_preference_system.txt").format(preference=preference)
-    else:
-        system = template("generate_system.txt").format(log=log)
-    return system, ({"role": "user", "content": request},)
-
-
 def parse_summary(text: str) -> dict[str, str]:
-    if not text.strip():
-        raise ParseError("empty summary")
+    """A summary is used as the model wrote it, even empty (an empty summary remembers nothing)."""
     return {"summary": text.strip()}
 
 
@@ -90,6 +63,9 @@ class Cupid:
         if mode not in HISTORIES or not tasks or set(tasks) - set(TASKS):
             raise DataError(f"condition={job.condition}: history must be one of {HISTORIES} and tasks a "
                             f"non-empty subset of {TASKS}")
+        problems = check_prompts(job.settings)
+        if problems:
+            raise DataError("; ".join(problems))
         data = job.settings.get("data", {})
         return load_instances(data.get("source", "sample"), data.get("path"), job.limit, data.get("split", "test"))
 
@@ -116,25 +92,29 @@ class Cupid:
         units = []
         for inst in ctx.instances:
             for index in history(inst, ctx.job.condition_settings):
-                system, messages = summarize_messages(inst.sessions[index])
+                system, messages = summarize_messages(inst.sessions[index], ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 meta = {**_subject_meta(inst), "tasks": self._tasks(ctx.job)}
                 units.append(WorkUnit(inst.instance_id, request, item=f"session{index}", meta=meta))
         return units
 
     def _logs(self, ctx: StageContext) -> dict[str, str]:
-        """The rendered log of every instance whose history is complete (summaries all ok)."""
+        """The rendered log of every instance whose history is complete: every summary answered,
+        or failed by the model itself (context overflow), which leaves that summary empty."""
         summaries: dict[tuple[str, str], str] = {}
         summarize = ctx.job.condition_settings.get("summarize")
         if summarize:
-            summaries = {(r["instance_id"], r["item"]): parsed(r)["summary"] for r in ctx.ok_rows("summarize")}
+            table = ctx.results.get("summarize")
+            for r in table.to_pylist() if table is not None else []:
+                if r["status"] == "ok" or is_model_failure(r):
+                    summaries[(r["instance_id"], r["item"])] = (parsed(r) or {}).get("summary", "")
         logs = {}
         for inst in ctx.instances:
             indices = history(inst, ctx.job.condition_settings)
             if summarize:
                 blocks = [summaries.get((inst.instance_id, f"session{i}")) for i in indices]
                 if any(b is None for b in blocks):
-                    continue  # a failed summary: counted as excluded by the metrics
+                    continue  # a summary never answered: counted as no answer by the metrics
             else:
                 blocks = [render_session(inst.sessions[i]) for i in indices]
             logs[inst.instance_id] = render_log(blocks)
@@ -145,7 +125,7 @@ class Cupid:
         units = []
         for inst in ctx.instances:
             if inst.instance_id in logs:
-                system, messages = infer_messages(logs[inst.instance_id], inst.request)
+                system, messages = infer_messages(logs[inst.instance_id], inst.request, ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
@@ -158,7 +138,7 @@ class Cupid:
         for inst in ctx.instances:
             if reveal or inst.instance_id in logs:
                 system, messages = generate_messages(logs.get(inst.instance_id), inst.request,
-                                                     inst.preference if reveal else None)
+                                                     inst.preference if reveal else None, ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
@@ -167,7 +147,7 @@ class Cupid:
     def _decompose_units(self, ctx: StageContext) -> list[WorkUnit]:
         judge, params = _judge_name(ctx), _params(ctx, "decomposer")
         return [WorkUnit(row["instance_id"],
-                         ChatRequest(decompose_messages(parsed(row)["preference"]), params=params,
+                         ChatRequest(decompose_messages(parsed(row)["preference"], ctx.job.settings), params=params,
                                      json_schema=DECOMPOSE_SCHEMA, seed=ctx.job.seed),
                          item=judge, meta={"judge": judge})
                 for row in ctx.ok_rows("infer")]
@@ -183,8 +163,8 @@ class Cupid:
                 continue  # an empty inferred checklist needs no call: it scores zero matches
             pairs = {"precision": (checklist, inst.preference), "recall": (inst.checklist, inferred[inst.instance_id])}
             for direction, (items, preference) in pairs.items():
-                request = ChatRequest(match_messages(items, preference), params=params,
-                                      json_schema=MATCH_SCHEMA, seed=ctx.job.seed)
+                request = ChatRequest(match_messages(items, preference, ctx.job.settings), params=params,
+                                      json_schema=match_schema(len(items)), seed=ctx.job.seed)
                 meta = {"judge": judge, "direction": direction, "n_items": len(items)}
                 units.append(WorkUnit(inst.instance_id, request, item=f"{judge}|{direction}", meta=meta))
         return units
@@ -193,7 +173,8 @@ class Cupid:
         judge, params = _judge_name(ctx), _params(ctx, "judge")
         units = []
         for row, inst in ctx.answered("generate"):
-            system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"])
+            system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"],
+                                            ctx.job.settings)
             request = ChatRequest(messages, system=system, params=params, json_schema=JUDGE_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, item=judge, meta={"judge": judge}))
         return units
