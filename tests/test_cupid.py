@@ -15,10 +15,8 @@ import pytest
 from prefray.benchmarks.cupid import BENCHMARK
 from prefray.benchmarks.cupid.benchmark import infer_messages, render_log, render_session, summarize_messages
 from prefray.benchmarks.cupid.data import SAMPLE_PATH, load_instances
-from prefray.benchmarks.cupid.scoring import (
-    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, MATCH_SCHEMA, decompose_messages, judge_prompt, match_messages,
-    parse_checklist, parse_match, parse_preference, parse_score,
-)
+from prefray.benchmarks.cupid.prompting import decompose_messages, judge_prompt, match_messages
+from prefray.benchmarks.cupid.scoring import DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_preference
 from prefray.engine.benchmark import DataError, Job, ParseError, StageContext
 from prefray.engine.store import SHARD_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
@@ -28,122 +26,121 @@ SAMPLE_ROWS = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()
 COVER = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
 
 
-# -- metrics on a hand-computed fixture -----------------------------------------------------------
-def row(stage: str, instance: str, item: str = "", parsed=None, status: str = "ok", meta=None, **extra) -> dict:
+# -- metrics on hand-written instances, against the reference evaluation's rules --------------------
+def row(stage: str, instance: str, item: str = "", parsed=None, status: str = "ok", meta=None,
+        cause: str | None = None, **extra) -> dict:
     role = {"decompose": "decomposer", "match": "matcher", "judge": "judge"}.get(stage, "subject")
     return {"unit_id": f"{stage}/{instance}/{item}", "attempt": 1, "benchmark": "cupid", "model": "m",
             "condition": "full", "stage": stage, "role": role, "judge": "" if role == "subject" else "j",
             "instance_id": instance, "item": item, "sample": 0, "meta_json": json.dumps(meta or {}),
-            "status": status, "cause": "parse_error" if status == "failed" else "",
+            "status": status, "cause": cause if cause is not None else ("parse_error" if status == "failed" else ""),
             "parsed_json": None if parsed is None else json.dumps(parsed), "text": "", **extra}
 
 
-def fixture_table() -> pa.Table:
-    a, b, c, d = "p1|consistent", "p1|contrastive", "p1|changing", "p2|consistent"
-    sub = lambda n: {"n_true": n}  # noqa: E731
-    j = {"judge": "j"}
-    rows = [
-        row("infer", a, parsed={"preference": "x"}, meta=sub(3)),
-        row("decompose", a, "j", {"checklist": ["q1", "q2"]}, meta=j),
-        row("match", a, "j|precision", {"scores": [1.0, 0.5]}, meta=j),
-        row("match", a, "j|recall", {"scores": [1.0, 0.0, 0.5]}, meta=j),
-        row("infer", b, parsed={"preference": "y"}, meta=sub(2)),
-        row("decompose", b, "j", {"checklist": []}, meta=j),           # empty: zero matches, no call
-        row("infer", c, parsed={"preference": "z"}, meta=sub(4)),
-        row("decompose", c, "j", {"checklist": ["q1", "q2", "q3"]}, meta=j),
-        row("match", c, "j|precision", {"scores": [0.5]}, meta=j),                     # too short
-        row("match", c, "j|recall", {"scores": [1.0, 1.0, 1.0, 1.0, 1.0]}, meta=j),     # too long
-        row("infer", d, status="failed", meta=sub(2)),                  # unparsable inference
-        row("generate", a, meta=sub(3)), row("judge", a, "j", {"score": 8.5}, meta=j),
-        row("generate", b, meta=sub(2)), row("judge", b, "j", {"score": 7.0}, meta=j),
-        row("generate", c, meta=sub(4)), row("judge", c, "j", status="failed", meta=j),
-    ]
+def table_of(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{k: r.get(k) for k in SHARD_SCHEMA.names} for r in rows], schema=SHARD_SCHEMA)
 
 
-def test_metrics_by_hand():
+def reference_prf(counted: list[tuple[float, float, int, int]]) -> tuple[float, float, float]:
+    """The reference aggregation: (true_matched, predicted_matched, n_true, n_predicted) summed over
+    instances, precision = Σ predicted_matched / Σ n_predicted (0 if none), recall likewise, F1."""
+    tm, pm, nt, npred = (sum(c[i] for c in counted) for i in range(4))
+    precision = pm / npred if npred > 0 else 0
+    recall = tm / nt if nt > 0 else 0
+    return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0)
+
+
+def fixture_table() -> pa.Table:
+    sub = lambda n: {"n_true": n}  # noqa: E731
+    j = {"judge": "j"}
+    ok_infer = lambda i, n: row("infer", i, parsed={"preference": "x"}, meta=sub(n))  # noqa: E731
+    rows = [
+        # A: 2 inferred items rated [1, .5]; 3 true items rated [1, 0, .5]
+        ok_infer("p1|consistent", 3), row("decompose", "p1|consistent", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p1|consistent", "j|precision", {"scores": [1.0, 0.5]}, meta=j),
+        row("match", "p1|consistent", "j|recall", {"scores": [1.0, 0.0, 0.5]}, meta=j),
+        # B: the inferred preference decomposes into nothing: 0 of 0 inferred, 0 of 2 true
+        ok_infer("p1|contrastive", 2), row("decompose", "p1|contrastive", "j", {"checklist": []}, meta=j),
+        # C: the matcher rated 1 of 3 inferred items (a judge failure: excluded, counted)
+        ok_infer("p1|changing", 4), row("decompose", "p1|changing", "j", {"checklist": ["q1", "q2", "q3"]}, meta=j),
+        row("match", "p1|changing", "j|precision", {"scores": [0.5]}, meta=j),
+        row("match", "p1|changing", "j|recall", {"scores": [1.0, 1.0, 1.0, 1.0]}, meta=j),
+        # D, E: the inference stayed unreadable / overflowed the context: scored 0 (0 of 0, 0 of t)
+        row("infer", "p2|consistent", status="failed", cause="parse_error", meta=sub(2)),
+        row("infer", "p2|contrastive", status="failed", cause="context_overflow", meta=sub(3)),
+        # F: the recall matcher answer stayed unreadable: judge failure
+        ok_infer("p2|changing", 2), row("decompose", "p2|changing", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p2|changing", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
+        row("match", "p2|changing", "j|recall", status="failed", cause="parse_error", meta=j),
+        # G: never answered (rate limits to the end): no answer, excluded
+        row("infer", "p3|consistent", status="failed", cause="rate_limit", meta=sub(2)),
+        # H: 1 inferred item rated [1]; 2 true items rated [.5, .5]
+        ok_infer("p3|contrastive", 2), row("decompose", "p3|contrastive", "j", {"checklist": ["q1"]}, meta=j),
+        row("match", "p3|contrastive", "j|precision", {"scores": [1.0]}, meta=j),
+        row("match", "p3|contrastive", "j|recall", {"scores": [0.5, 0.5]}, meta=j),
+        # I: the decomposer's answer stayed unreadable: judge failure
+        ok_infer("p3|changing", 3), row("decompose", "p3|changing", "j", status="failed", meta=j),
+        # generation: A 8.5, B 7, C judge unreadable (excluded), D overflow (0, as the reference), E timeout
+        row("generate", "p1|consistent", meta=sub(3)), row("judge", "p1|consistent", "j", {"score": 8.5}, meta=j),
+        row("generate", "p1|contrastive", meta=sub(2)), row("judge", "p1|contrastive", "j", {"score": 7.0}, meta=j),
+        row("generate", "p1|changing", meta=sub(4)), row("judge", "p1|changing", "j", status="failed", meta=j),
+        row("generate", "p2|consistent", status="failed", cause="context_overflow", meta=sub(2)),
+        row("generate", "p2|contrastive", status="failed", cause="timeout", meta=sub(3)),
+    ]
+    return table_of(rows)
+
+
+def test_metrics_follow_the_reference_rules_and_the_failure_policy():
     table = BENCHMARK.metrics(fixture_table(), {}).to_pylist()
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in table}
     assert {r["judge"] for r in table} == {"j"}
-    # precision: A 1+0.5 of 2, B 0 of 0, C [0.5] padded to [0.5,0,0] -> 0.5 of 3 => 2.0/5 = 0.4
-    # recall: A 1+0+0.5 of 3, B 0 of 2, C [1]*5 cut to [1]*4 -> 4 of 4 => 5.5/9; D excluded
-    p, r = 2.0 / 5, 5.5 / 9
-    assert got["precision"] == (pytest.approx(p), 3, 1)
-    assert got["recall"] == (pytest.approx(r), 3, 1)
-    assert got["F1"][0] == pytest.approx(2 * p * r / (p + r))   # = 0.4835…
-    assert got["matcher_length_mismatch"][:2] == (1.0, 3)
-    # consistent: A only (D excluded): P 1.5/2, R 1.5/3; contrastive: B scored with nothing inferred
-    assert got["precision[instance_type=consistent]"] == (0.75, 1, 1)
-    assert got["recall[instance_type=consistent]"] == (0.5, 1, 1)
-    assert got["precision[instance_type=contrastive]"][:2] == (0.0, 1)
-    assert got["F1[instance_type=contrastive]"][0] == 0.0
-    # alignment: (8.5 + 7) / 2; C's judge answer unreadable -> excluded
-    assert got["alignment"] == (7.75, 2, 1)
+    # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H
+    scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1)}
+    p, r, f = reference_prf(list(scored.values()))
+    assert (p, r) == (pytest.approx(2.5 / 3), pytest.approx(2.5 / 12))  # the same numbers by hand
+    excluded = 4  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G (no answer)
+    assert got["precision"] == (pytest.approx(p), 5, excluded)
+    assert got["recall"] == (pytest.approx(r), 5, excluded)
+    assert got["F1"] == (pytest.approx(f), 5, excluded)
+    assert got["failures_model[task=inference]"][:2] == (2.0, 9)
+    assert got["failures_judge[task=inference]"][:2] == (3.0, 9)
+    assert got["no_answer[task=inference]"][:2] == (1.0, 9)
+    assert got["matcher_length_mismatch"][:2] == (1.0, 9)
+    # per type: consistent = A, D scored (G no answer); contrastive = B, E, H; changing = none scored
+    pc, rc, _ = reference_prf([scored["A"], scored["D"]])
+    assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 2, 1)
+    assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 2, 1)
+    assert got["precision[instance_type=contrastive]"][:2] == (pytest.approx(reference_prf(
+        [scored["B"], scored["E"], scored["H"]])[0]), 3)
+    assert math.isnan(got["precision[instance_type=changing]"][0])
+    assert got["precision[instance_type=changing]"][1:] == (0, 3)
+    # alignment: (8.5 + 7 + 0) / 3; C's judge unreadable and E never answered are excluded
+    assert got["alignment"] == (pytest.approx(15.5 / 3), 3, 2)
+    assert got["failures_model[task=generation]"][:2] == (1.0, 5)
+    assert got["failures_judge[task=generation]"][:2] == (1.0, 5)
+    assert got["no_answer[task=generation]"][:2] == (1.0, 5)
     assert got["alignment[instance_type=changing]"][1:] == (0, 1)
-    assert math.isnan(got["alignment[instance_type=changing]"][0])
-    assert got["parse_failures_infer"][:2] == (1.0, 4)
+    assert got["parse_failures_infer"][:2] == (1.0, 9)
     assert got["parse_failures_judge"][:2] == (1.0, 3)
 
 
-def test_failed_summary_excludes_its_instance_from_both_tasks():
+def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summary_empty():
     tasks = {"tasks": ["inference", "generation"], "n_true": 2}
     rows = [row("summarize", "p|consistent", f"session{i}", {"summary": "s"}, meta=tasks) for i in range(8)]
-    rows.append(row("summarize", "p|changing", "session0", status="failed", meta=tasks))  # chain stops here
+    rows.append(row("summarize", "p|changing", "session0", status="failed", cause="timeout", meta=tasks))
+    rows.append(row("summarize", "p|contrastive", "session0", status="failed", cause="context_overflow", meta=tasks))
     rows += [row("infer", "p|consistent", parsed={"preference": "x"}, meta=tasks),
              row("decompose", "p|consistent", "j", {"checklist": []}, meta={"judge": "j"}),
              row("generate", "p|consistent", meta=tasks),
-             row("judge", "p|consistent", "j", {"score": 4.0}, meta={"judge": "j"})]
-    table = pa.Table.from_pylist([{k: r.get(k) for k in SHARD_SCHEMA.names} for r in rows], schema=SHARD_SCHEMA)
-    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table, {}).to_pylist()}
-    # consistent: empty checklist -> P 0 (0 of 0 items), R 0 of 2; changing: never reached inference
-    assert got["precision"] == (0.0, 1, 1) and got["recall"] == (0.0, 1, 1) and got["F1"] == (0.0, 1, 1)
-    assert got["alignment"] == (4.0, 1, 1)
-    assert got["parse_failures_summarize"] == (1.0, 9, 0)
-
-
-# -- parsers ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, score", [
-    ("8.5", 8.5), ("7/10", 7.0), ("**8**", 8.0), ("Score: 9", 9.0), ("Score: 8.5/10", 8.5),
-    ('{"analysis": "ok", "score": 6.5}', 6.5), ('```json\n{"analysis": "a", "score": "4"}\n```', 4.0),
-    ("### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n7", 7.0),
-    ("Item 2 is met. Overall I'd give it 6/10.", 6.0),
-])
-def test_parse_score(text, score):
-    assert parse_score(text) == {"score": score}
-
-
-@pytest.mark.parametrize("text", ["", "The answer is fine.", "### Evaluation Score\n\nexcellent", "Score: 11", "0"])
-def test_parse_score_missing_or_out_of_range(text):
-    with pytest.raises(ParseError):
-        parse_score(text)
-
-
-@pytest.mark.parametrize("text", [
-    "Reasoning here.\nPreference: Use numbered steps.",
-    "**Preference:** Use numbered steps.",
-    "### Analysis\nblah\n\n### Most Likely Preference\n\nUse numbered steps.",
-    "- Preference - \"Use numbered steps.\"",
-    "They want lists. Preference: something else. Preference: Use numbered steps.",  # inline: the last label
-])
-def test_parse_preference_variants(text):
-    assert parse_preference(text) == {"preference": "Use numbered steps."}
-
-
-def test_parse_preference_missing_section():
-    for text in ("I think they like lists.", "Preference:", "### Most Likely Preference\n\n"):
-        with pytest.raises(ParseError):
-            parse_preference(text)
-
-
-def test_checklist_and_match_parsers():
-    five = '{"checklist": ["a?", " ", "b?", "c?", "d?", "e?"]}'  # blanks dropped, then cut to 4
-    assert parse_checklist(five) == {"checklist": ["a?", "b?", "c?", "d?"]}
-    assert parse_checklist('{"checklist": []}') == {"checklist": []}
-    answer = '{"results": [{"coverage": "Fully Covered"}, {"label": "partially"}, {"coverage": "not covered"}]}'
-    assert parse_match(answer) == {"scores": [1.0, 0.5, 0.0]}
-    for bad in ("no json", '{"results": [{"coverage": "mostly"}]}', '{"checklist": "x"}'):
-        with pytest.raises(ParseError):
-            (parse_match if "results" in bad or bad == "no json" else parse_checklist)(bad)
+             row("judge", "p|consistent", "j", {"score": 4.0}, meta={"judge": "j"}),
+             # the overflowed summary is left empty: the chain goes on, and this inference is unreadable
+             row("infer", "p|contrastive", status="failed", cause="parse_error", meta=tasks)]
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
+    # consistent: empty checklist -> 0 of 0, 0 of 2; contrastive: model failure -> 0 of 0, 0 of 2
+    assert got["precision"] == (0.0, 2, 1) and got["recall"] == (0.0, 2, 1) and got["F1"] == (0.0, 2, 1)
+    assert got["no_answer[task=inference]"] == (1.0, 3, 0)
+    assert got["alignment"] == (4.0, 1, 2)  # contrastive has no generation row yet: no answer
+    assert got["parse_failures_summarize"] == (0.0, 10, 0)
 
 
 # -- oracle selection and what reaches the model -----------------------------------------------------

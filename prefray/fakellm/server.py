@@ -1,7 +1,7 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
+GET /stats, GET /requests (the latest request bodies, for tests), POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
 faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
@@ -13,7 +13,7 @@ import json
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from aiohttp import web
 from prefray.fakellm import answers
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
+REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 
 
 @dataclass
@@ -88,6 +89,7 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
@@ -119,7 +121,8 @@ class FakeProvider:
         return wait
 
     async def _admit(self, body: dict[str, Any], input_tokens: int) -> web.Response | None:
-        """Count the request; return an error response if a limit or fault applies."""
+        """Count (and log) the request; return an error response if a limit or fault applies."""
+        self.request_log.append(body)
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
         wait = self._limit(str(body.get("model")), input_tokens)
@@ -204,8 +207,12 @@ class FakeProvider:
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.as_json())
 
+    async def get_requests(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.request_log))
+
     async def reset(self, request: web.Request) -> web.Response:
         self.stats = Stats()
+        self.request_log.clear()
         self.seen.clear()
         return web.json_response({"reset": True})
 
@@ -222,6 +229,7 @@ class FakeProvider:
             web.post("/v1/messages", self.messages),
             web.get("/v1/models", self.models),
             web.get("/stats", self.get_stats),
+            web.get("/requests", self.get_requests),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
         ])
