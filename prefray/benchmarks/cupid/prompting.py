@@ -61,7 +61,9 @@ def check_prompts(settings: Settings) -> list[str]:
     placeholder the replaced file cannot be filled with."""
     problems = check_prompt_overrides(PROMPTS, settings)
     for name, value in prompt_overrides(settings).items():
-        if name in RAW or name not in PLACEHOLDERS or any(name in p for p in problems):
+        if name in RAW or name not in PLACEHOLDERS or any(p.startswith((f"benchmark.prompts.{name}=",
+                                                                         f"benchmark.prompts.{name}:"))
+                                                            for p in problems):
             continue
         try:
             used = placeholders(read_prompt(PROMPTS, name, settings))
