@@ -61,9 +61,10 @@ def fixture_table() -> pa.Table:
         row("match", "p1|consistent", "j|recall", {"scores": [1.0, 0.0, 0.5]}, meta=j),
         # B: the inferred preference decomposes into nothing: 0 of 0 inferred, 0 of 2 true
         ok_infer("p1|contrastive", 2), row("decompose", "p1|contrastive", "j", {"checklist": []}, meta=j),
-        # C: the matcher rated 1 of 3 inferred items (a judge failure: excluded, counted)
+        # C: the matcher rated 1 of 3 inferred items, and 2 when asked again (a judge failure: excluded, counted)
         ok_infer("p1|changing", 4), row("decompose", "p1|changing", "j", {"checklist": ["q1", "q2", "q3"]}, meta=j),
         row("match", "p1|changing", "j|precision", {"scores": [0.5]}, meta=j),
+        row("rematch", "p1|changing", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
         row("match", "p1|changing", "j|recall", {"scores": [1.0, 1.0, 1.0, 1.0]}, meta=j),
         # D, E: the inference stayed unreadable / overflowed the context: scored 0 (0 of 0, 0 of t)
         row("infer", "p2|consistent", status="failed", cause="parse_error", meta=sub(2)),
@@ -80,6 +81,15 @@ def fixture_table() -> pa.Table:
         row("match", "p3|contrastive", "j|recall", {"scores": [0.5, 0.5]}, meta=j),
         # I: the decomposer's answer stayed unreadable: judge failure
         ok_infer("p3|changing", 3), row("decompose", "p3|changing", "j", status="failed", meta=j),
+        # J: 1 rating for 2 inferred items, put right when asked again: [1, 0]; 2 true items rated [1, 1]
+        ok_infer("p4|consistent", 2), row("decompose", "p4|consistent", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p4|consistent", "j|precision", {"scores": [1.0]}, meta=j),
+        row("rematch", "p4|consistent", "j|precision", {"scores": [1.0, 0.0]}, meta=j),
+        row("match", "p4|consistent", "j|recall", {"scores": [1.0, 1.0]}, meta=j),
+        # K: a wrong number of ratings whose re-ask has not been answered yet: no answer
+        ok_infer("p4|contrastive", 2), row("decompose", "p4|contrastive", "j", {"checklist": ["q1"]}, meta=j),
+        row("match", "p4|contrastive", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
+        row("match", "p4|contrastive", "j|recall", {"scores": [1.0, 1.0]}, meta=j),
         # generation: A 8.5, B 7, C judge unreadable (excluded), D overflow (0, as the reference), E timeout
         row("generate", "p1|consistent", meta=sub(3)), row("judge", "p1|consistent", "j", {"score": 8.5}, meta=j),
         row("generate", "p1|contrastive", meta=sub(2)), row("judge", "p1|contrastive", "j", {"score": 7.0}, meta=j),
@@ -94,24 +104,25 @@ def test_metrics_follow_the_reference_rules_and_the_failure_policy():
     table = BENCHMARK.metrics(fixture_table(), {}).to_pylist()
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in table}
     assert {r["judge"] for r in table} == {"j"}
-    # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H
-    scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1)}
+    # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H, J
+    scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1),
+              "J": (2.0, 1.0, 2, 2)}
     p, r, f = reference_prf(list(scored.values()))
-    assert (p, r) == (pytest.approx(2.5 / 3), pytest.approx(2.5 / 12))  # the same numbers by hand
-    excluded = 4  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G (no answer)
-    assert got["precision"] == (pytest.approx(p), 5, excluded)
-    assert got["recall"] == (pytest.approx(r), 5, excluded)
-    assert got["F1"] == (pytest.approx(f), 5, excluded)
-    assert got["failures_model[task=inference]"][:2] == (2.0, 9)
-    assert got["failures_judge[task=inference]"][:2] == (3.0, 9)
-    assert got["no_answer[task=inference]"][:2] == (1.0, 9)
-    assert got["matcher_length_mismatch"][:2] == (1.0, 9)
-    # per type: consistent = A, D scored (G no answer); contrastive = B, E, H; changing = none scored
-    pc, rc, _ = reference_prf([scored["A"], scored["D"]])
-    assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 2, 1)
-    assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 2, 1)
-    assert got["precision[instance_type=contrastive]"][:2] == (pytest.approx(reference_prf(
-        [scored["B"], scored["E"], scored["H"]])[0]), 3)
+    assert (p, r) == (pytest.approx(3.5 / 5), pytest.approx(4.5 / 14))  # the same numbers by hand
+    excluded = 5  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G and K (no answer)
+    assert got["precision"] == (pytest.approx(p), 6, excluded)
+    assert got["recall"] == (pytest.approx(r), 6, excluded)
+    assert got["F1"] == (pytest.approx(f), 6, excluded)
+    assert got["failures_model[task=inference]"][:2] == (2.0, 11)
+    assert got["failures_judge[task=inference]"][:2] == (3.0, 11)
+    assert got["no_answer[task=inference]"][:2] == (2.0, 11)
+    assert got["matcher_length_mismatch"][:2] == (1.0, 11)
+    # per type: consistent = A, D, J scored (G no answer); contrastive = B, E, H (K no answer)
+    pc, rc, _ = reference_prf([scored["A"], scored["D"], scored["J"]])
+    assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 3, 1)
+    assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 3, 1)
+    assert got["precision[instance_type=contrastive]"] == (pytest.approx(reference_prf(
+        [scored["B"], scored["E"], scored["H"]])[0]), 3, 1)
     assert math.isnan(got["precision[instance_type=changing]"][0])
     assert got["precision[instance_type=changing]"][1:] == (0, 3)
     # alignment: (8.5 + 7 + 0) / 3; C's judge unreadable and E never answered are excluded
@@ -120,7 +131,8 @@ def test_metrics_follow_the_reference_rules_and_the_failure_policy():
     assert got["failures_judge[task=generation]"][:2] == (1.0, 5)
     assert got["no_answer[task=generation]"][:2] == (1.0, 5)
     assert got["alignment[instance_type=changing]"][1:] == (0, 1)
-    assert got["parse_failures_infer"][:2] == (1.0, 9)
+    assert got["parse_failures_infer"][:2] == (1.0, 11)
+    assert got["parse_failures_rematch"][:2] == (0.0, 2)
     assert got["parse_failures_judge"][:2] == (1.0, 3)
 
 
@@ -180,6 +192,26 @@ def test_hidden_fields_never_reach_the_model():
                 assert secret not in sent
     assert [u.instance_id for u in BENCHMARK._infer_units(ctx)][:2] == ["03+chemistry_teacher|consistent",
                                                                        "03+chemistry_teacher|contrastive"]
+
+
+def test_a_wrong_number_of_ratings_is_asked_again_once_in_the_same_conversation():
+    instances = load_instances("sample", None, 1)
+    key, truth = instances[0].instance_id, instances[0].checklist
+    ctx = StageContext(job("full"), instances)
+    ctx.results = {
+        "infer": table_of([row("infer", key, parsed={"preference": "P"})]),
+        "decompose": table_of([row("decompose", key, "fake", {"checklist": ["a?", "b?"]})]),
+        "match": table_of([row("match", key, "fake|precision", {"scores": [1.0]}, text="ONE RATING"),
+                           row("match", key, "fake|recall", {"scores": [1.0] * len(truth)})]),
+    }
+    units = BENCHMARK._rematch_units(ctx)
+    assert [u.item for u in units] == ["fake|precision"]
+    messages = units[0].request.messages
+    assert messages[0] == match_messages(["a?", "b?"], instances[0].preference)[0]
+    assert messages[1] == {"role": "assistant", "content": "ONE RATING"}
+    assert "rated 1 entries, but the checklist has 2" in messages[2]["content"]
+    assert units[0].request.json_schema == match_schema(2)
+    assert [u.item for u in BENCHMARK._match_units(ctx)] == ["fake|precision", "fake|recall"]
 
 
 # -- loader ------------------------------------------------------------------------------------------

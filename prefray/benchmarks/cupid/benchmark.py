@@ -6,6 +6,7 @@ Stage names and roles:
   decompose  decomposer  inferred preference → checklist of at most 4 yes/no questions
   match      matcher     precision: inferred items vs the true preference;
                          recall: true items vs the inferred preference
+  rematch    matcher     a match answer with the wrong number of ratings, asked once more
   generate   subject     the answer to the new request
   judge      judge      1–10 alignment of that answer with the true preference and checklist
 Every scorer unit carries the sweep judge's name in `item` and `meta.judge`, so jobs that differ
@@ -23,7 +24,7 @@ from prefray.benchmarks.cupid.data import Instance, load_instances, oracle_indic
 from prefray.benchmarks.cupid.metrics import cupid_metrics
 from prefray.benchmarks.cupid.prompting import (
     check_prompts, decompose_messages, generate_messages, infer_messages, judge_prompt, match_messages,
-    render_log, render_session, summarize_messages,
+    rematch_message, render_log, render_session, summarize_messages,
 )
 from prefray.benchmarks.cupid.scoring import (
     DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_checklist, parse_match, parse_preference, parse_score,
@@ -80,7 +81,8 @@ class Cupid:
         if "inference" in self._tasks(job):
             out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE),
                     Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist),
-                    Stage("match", self._match_units, role="matcher", parse=parse_match)]
+                    Stage("match", self._match_units, role="matcher", parse=parse_match),
+                    Stage("rematch", self._rematch_units, role="matcher", parse=parse_match)]
         if "generation" in self._tasks(job):
             out += [Stage("generate", self._generate_units),
                     Stage("judge", self._judge_units, role="judge", parse=parse_score)]
@@ -152,21 +154,46 @@ class Cupid:
                          item=judge, meta={"judge": judge})
                 for row in ctx.ok_rows("infer")]
 
-    def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
-        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+    def _match_pairs(self, ctx: StageContext) -> list[tuple[str, str, tuple[str, ...], str]]:
+        """(instance_id, direction, checklist, preference) of every matcher call of this judge."""
+        judge = _judge_name(ctx)
         by_id = {inst.instance_id: inst for inst in ctx.instances}
         inferred = {r["instance_id"]: parsed(r)["preference"] for r in ctx.ok_rows("infer")}
-        units = []
+        pairs = []
         for row in ctx.ok_rows("decompose"):
-            inst, checklist = by_id.get(row["instance_id"]), parsed(row)["checklist"]
+            inst, checklist = by_id.get(row["instance_id"]), tuple(parsed(row)["checklist"])
             if inst is None or row["item"] != judge or not checklist or inst.instance_id not in inferred:
                 continue  # an empty inferred checklist needs no call: it scores zero matches
-            pairs = {"precision": (checklist, inst.preference), "recall": (inst.checklist, inferred[inst.instance_id])}
-            for direction, (items, preference) in pairs.items():
-                request = ChatRequest(match_messages(items, preference, ctx.job.settings), params=params,
-                                      json_schema=match_schema(len(items)), seed=ctx.job.seed)
-                meta = {"judge": judge, "direction": direction, "n_items": len(items)}
-                units.append(WorkUnit(inst.instance_id, request, item=f"{judge}|{direction}", meta=meta))
+            pairs += [(inst.instance_id, "precision", checklist, inst.preference),
+                      (inst.instance_id, "recall", inst.checklist, inferred[inst.instance_id])]
+        return pairs
+
+    def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
+        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        units = []
+        for instance_id, direction, items, preference in self._match_pairs(ctx):
+            request = ChatRequest(match_messages(items, preference, ctx.job.settings), params=params,
+                                  json_schema=match_schema(len(items)), seed=ctx.job.seed)
+            meta = {"judge": judge, "direction": direction, "n_items": len(items)}
+            units.append(WorkUnit(instance_id, request, item=f"{judge}|{direction}", meta=meta))
+        return units
+
+    def _rematch_units(self, ctx: StageContext) -> list[WorkUnit]:
+        """A matcher answer that rated another number of entries than the checklist holds is asked
+        once more, in the same conversation, saying what was wrong; the metrics read that answer."""
+        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        answered = {(r["instance_id"], r["item"]): r for r in ctx.ok_rows("match")}
+        units = []
+        for instance_id, direction, items, preference in self._match_pairs(ctx):
+            row = answered.get((instance_id, f"{judge}|{direction}"))
+            if row is None or len(parsed(row)["scores"]) == len(items):
+                continue
+            note = rematch_message(len(items), len(parsed(row)["scores"]), ctx.job.settings)
+            messages = (*match_messages(items, preference, ctx.job.settings),
+                        {"role": "assistant", "content": row["text"]}, *note)
+            request = ChatRequest(messages, params=params, json_schema=match_schema(len(items)), seed=ctx.job.seed)
+            meta = {"judge": judge, "direction": direction, "n_items": len(items)}
+            units.append(WorkUnit(instance_id, request, item=f"{judge}|{direction}", meta=meta))
         return units
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:

@@ -15,7 +15,8 @@ Failures follow `prefray.engine.failures`. Each instance of a task ends in one o
   empty after the re-ask. Scored as the reference scores it: an inference counts as an empty
   checklist (0 of 0 inferred items, 0 of t true items), a generation as alignment 0;
 - judge failure: a decomposer, matcher or judge answer stayed unreadable after its re-ask, or a
-  matcher rated another number of entries than the checklist holds. Excluded and counted;
+  matcher rated another number of entries than the checklist holds, also when asked once more
+  (stage `rematch`; counted in `matcher_length_mismatch`). Excluded and counted;
 - no answer: some call of its chain never got an answer (infrastructure, budget, not yet run).
   Excluded and counted; a rerun finishes it.
 Rows `failures_model[task=…]`, `failures_judge[task=…]`, `no_answer[task=…]` count these (n =
@@ -37,7 +38,7 @@ from prefray.benchmarks.cupid.data import INSTANCE_TYPES, instance_type_of
 from prefray.engine.failures import failure_class
 
 SUBJECT_STAGES = ("summarize", "infer", "generate")
-STAGES = ("summarize", "infer", "decompose", "match", "generate", "judge")
+STAGES = ("summarize", "infer", "decompose", "match", "rematch", "generate", "judge")
 Outcome = Literal["scored", "model_failure", "judge_failure", "no_answer"]
 # Sums an inference outcome adds: (Σ rated inferred, k, Σ rated true, t).
 Sums = tuple[float, int, float, int]
@@ -179,14 +180,31 @@ def inference_outcome(group: Group, instance: str, judge: str) -> tuple[Outcome,
     checklist = _value(decompose)["checklist"]
     if not checklist:
         return "scored", (0.0, 0, 0.0, n_true), False
-    rows = [group.get("match", instance, f"{judge}|{d}") for d in ("precision", "recall")]
-    outcome = worst([row_outcome(r) for r in rows])
+    outcomes: list[Outcome] = []
+    hits: list[float] = []
+    mismatched = False
+    for direction, expected in (("precision", len(checklist)), ("recall", n_true)):
+        outcome, scores = matcher_answer(group, instance, f"{judge}|{direction}", expected)
+        outcomes.append(outcome)
+        mismatched |= outcome == "judge_failure" and scores is not None
+        hits.append(sum(scores) if outcome == "scored" and scores is not None else 0.0)
+    outcome = worst(outcomes)
     if outcome != "scored":
-        return outcome, None, False
-    precision, recall = (_value(r)["scores"] for r in rows)
-    if len(precision) != len(checklist) or len(recall) != n_true:
-        return "judge_failure", None, True
-    return "scored", (sum(precision), len(checklist), sum(recall), n_true), False
+        return outcome, None, mismatched and outcome == "judge_failure"
+    return "scored", (hits[0], len(checklist), hits[1], n_true), False
+
+
+def matcher_answer(group: Group, instance: str, item: str, expected: int) -> tuple[Outcome, list[float] | None]:
+    """The ratings of one matcher call: its answer, or when that rated another number of entries,
+    the answer to the one re-ask (`rematch`). Ratings returned with a judge failure are of the wrong length."""
+    for stage in ("match", "rematch"):
+        row = group.get(stage, instance, item)
+        if row_outcome(row) != "scored":
+            return row_outcome(row), None
+        scores = _value(row)["scores"]
+        if len(scores) == expected:
+            return "scored", scores
+    return "judge_failure", scores
 
 
 def inference_counts(group: Group, judge: str) -> dict[str, Counts]:

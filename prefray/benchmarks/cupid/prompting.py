@@ -29,6 +29,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "generate_preference_system": frozenset({"preference"}),
     "decompose": frozenset({"preference"}),
     "match": frozenset({"preference", "checklist", "n", "examples"}),
+    "rematch": frozenset({"n", "k"}),
     "judge_system": frozenset({"preference", "checklist"}),
     "judge": frozenset({"request", "response", "preference", "checklist"}),
 }
@@ -134,6 +135,10 @@ def match_messages(checklist: Sequence[str], preference: str, settings: Settings
     examples = read_prompt(PROMPTS, "match_examples", settings).strip()
     return user(render("match", settings, preference=preference, checklist=numbered(checklist),
                        n=str(len(checklist)), examples=examples))
+
+
+def rematch_message(n_items: int, n_rated: int, settings: Settings = None) -> tuple[dict[str, str], ...]:
+    return user(render("rematch", settings, n=str(n_items), k=str(n_rated)))
 
 
 def judge_prompt(preference: str, checklist: Sequence[str], request: str, response: str,
