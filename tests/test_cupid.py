@@ -214,6 +214,20 @@ def test_a_wrong_number_of_ratings_is_asked_again_once_in_the_same_conversation(
     assert [u.item for u in BENCHMARK._match_units(ctx)] == ["fake|precision", "fake|recall"]
 
 
+def test_summary_log_leaves_an_overflowed_summary_empty_and_waits_for_unanswered_ones():
+    instances = load_instances("sample", None, 2)
+    first, second = (i.instance_id for i in instances)
+    rows = [row("summarize", iid, f"session{k}", {"summary": f"S{k}"}) for iid in (first, second) for k in range(7)]
+    rows += [row("summarize", first, "session7", status="failed", cause="context_overflow"),
+             row("summarize", second, "session7", status="failed", cause="timeout")]
+    ctx = StageContext(job("summary", summarize=True), instances)
+    ctx.results = {"summarize": table_of(rows)}
+    units = BENCHMARK._infer_units(ctx)
+    assert [u.instance_id for u in units] == [first]
+    sent = units[0].request.messages[0]["content"]
+    assert "### Conversation 7\n\nS6\n\n### Conversation 8\n\n\n" in sent
+
+
 # -- loader ------------------------------------------------------------------------------------------
 def write_rows(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -39,6 +39,8 @@ REALISTIC = [
     ("```json\n{\n  \"analysis\": \"Item 1 met, item 2 met, item 3 met.\",\n  \"score\": 9\n}\n```", 9.0),
     ("### Evaluation\nThe answer is acceptable but generic.\n### Evaluation Score\n**5**", 5.0),
     ("Score:\n\n8", 8.0),
+    ("All three items are handled with care; I give it a score of 8.", 8.0),
+    ("The score is 6. Item 2 is only half met.", 6.0),
 ]
 
 
@@ -53,6 +55,7 @@ def test_parse_score_on_realistic_judge_answers(text, score):
     "Score: −2",                       # the Unicode minus too
     "Score: 1e1", "1e1",               # exponent notation is refused, never read as 1
     "Score: 0/10",
+    "Score: 3-4", "Score: 6 to 7", "Somewhere around 7-8/10",  # a range is not one score
     "Score: <a number from 1 to 10>",  # a template echo holds no score
     '{"analysis": "a", "score": -4}', '{"analysis": "a", "score": "12"}',
 ])

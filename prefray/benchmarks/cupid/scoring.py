@@ -145,8 +145,9 @@ def parse_match(text: str) -> dict[str, list[float]]:
 
 
 _NUMBER = r"(?P<number>[-−+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
-_SCORE_LABEL = re.compile(rf"\bscore\W{{0,30}}?{_NUMBER}", re.IGNORECASE)
-_OUT_OF_TEN = re.compile(rf"(?<![\w.]){_NUMBER}[*_]*\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
+_SCORE_LABEL = re.compile(rf"\bscore(?:\s+(?:of|is))?\W{{0,30}}?{_NUMBER}", re.IGNORECASE)
+_OUT_OF_TEN = re.compile(rf"(?<![\w.\-–]){_NUMBER}[*_]*\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
+_RANGE_AFTER = re.compile(r"\s*(?:-|–|—|to)\s*\d", re.IGNORECASE)
 _BARE = re.compile(rf"^{_NUMBER}(?:[*_]*\s*(?:/|out\s+of)\s*10)?$", re.IGNORECASE)
 
 
@@ -174,15 +175,18 @@ def parse_score(text: str) -> dict[str, float]:
     Read from the JSON answer if there is one, else the last "score … N" label (a heading such as
     "### Evaluation Score" followed by the number counts), else a whole answer that is just a
     number, else the last "N/10" or "N out of 10". Anything else is a ParseError, and so is a value
-    outside 1–10 (a sign is read: "Score: -3" is -3, refused) or a number in exponent notation.
+    outside 1–10 (a sign is read: "Score: -3" is -3, refused), a number in exponent notation, or a
+    range ("Score: 3-4").
     """
     value = _json_object(text)
     score = _score_value(value.get("score")) if isinstance(value, dict) else None
     if score is None:
-        labelled = [m.group("number") for m in _SCORE_LABEL.finditer(text)]
+        labelled = list(_SCORE_LABEL.finditer(text))
+        if labelled and _RANGE_AFTER.match(text, labelled[-1].end()):
+            raise ParseError(f"the score is a range, not one number: {text[labelled[-1].start():][:40]!r}")
         out_of_ten = [m.group("number") for m in _OUT_OF_TEN.finditer(text)]
         bare = _score_value(text)
-        score = (_number(labelled[-1]) if labelled else bare if bare is not None
+        score = (_number(labelled[-1].group("number")) if labelled else bare if bare is not None
                  else _number(out_of_ten[-1]) if out_of_ten else None)
     if score is None:
         raise ParseError(f"no score in {text[:80]!r}")
