@@ -12,6 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.store import latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
@@ -29,7 +30,10 @@ def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: 
             continue
         part = rows.filter(pc.equal(rows["benchmark"], name))
         tables.append(benchmarks[name].metrics(part, settings.get(name, {})).cast(METRIC_SCHEMA))
-    table = pa.concat_tables(tables)
+    return sort_metrics(pa.concat_tables(tables))
+
+
+def sort_metrics(table: pa.Table) -> pa.Table:
     return table.sort_by([("benchmark", "ascending"), ("model", "ascending"), ("condition", "ascending"),
                           ("judge", "ascending"), ("metric", "ascending")])
 
@@ -66,17 +70,10 @@ def ledger(rows: pa.Table) -> pa.Table:
     return grouped.sort_by([(k, "ascending") for k in LEDGER_KEYS])
 
 
-def cell_completeness(calls: pa.Table) -> dict[tuple[str, str, str], int]:
-    """Units not ok (failed or skipped) per benchmark × model × condition."""
-    missing: dict[tuple[str, str, str], int] = {}
-    for row in calls.to_pylist():
-        key = (row["benchmark"], row["model"], row["condition"])
-        missing[key] = missing.get(key, 0) + row["failed"] + row["skipped"]
-    return missing
-
-
-def with_completeness(metrics: pa.Table, calls: pa.Table) -> pa.Table:
-    missing = cell_completeness(calls)
+def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
+    """Mark each metric row with its cell's units that got no answer (failure policy: excluded,
+    the cell is incomplete until a rerun answers them)."""
+    missing = no_answer_units(best)
     counts = [missing.get((b, m, c), 0) for b, m, c in zip(
         *(metrics[k].to_pylist() for k in ("benchmark", "model", "condition")))]
     return metrics.append_column("incomplete_units", pa.array(counts, pa.int64())).append_column(
@@ -94,7 +91,8 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     all_rows = read_rows(run_dir)
     best = latest_attempts(all_rows)
     calls = summarize_calls(best)
-    metrics = with_completeness(compute_metrics(best, benchmarks, settings), calls)
+    metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
+    metrics = with_completeness(sort_metrics(metrics), best)
     costs = ledger(all_rows)
     agreement = judge_agreement(judge_values(best))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))

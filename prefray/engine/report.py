@@ -31,7 +31,19 @@ def incomplete_cells(metrics: pa.Table) -> list[str]:
     for row in metrics.to_pylist():
         if not row["complete"]:
             seen[(row["benchmark"], row["model"], row["condition"])] = row["incomplete_units"]
-    return [f"{b}/{m}/{c}: {n} unit(s) failed or skipped" for (b, m, c), n in sorted(seen.items())]
+    return [f"{b}/{m}/{c}: {n} unit(s) got no answer" for (b, m, c), n in sorted(seen.items())]
+
+
+def truncated_cells(metrics: pa.Table) -> list[str]:
+    """Cells where some answers were cut by the output budget (scored as given, flagged)."""
+    out = []
+    for row in metrics.to_pylist():
+        value = row["value"]
+        if row["metric"] == "truncated_share" and value is not None and not math.isnan(value) and value > 0:
+            who = f"judge {row['judge']}" if row["judge"] else "evaluated model"
+            out.append(f"{row['benchmark']}/{row['model']}/{row['condition']} ({who}): "
+                       f"{value:.1%} of {row['n']} answers truncated")
+    return out
 
 
 def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
@@ -41,11 +53,18 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
                  "input_tokens", "output_tokens", "cost_usd"]
     parts = [
         "# prefray metrics", "",
-        "`n` = scored units; `excluded` = units whose answer could not be read or whose call failed.", "",
+        "`n` = scored units; `excluded` = units left out of a metric, each counted: units with no answer "
+        "(`units_no_answer`, rerun them) and judge answers that stayed unreadable (`units_judge_failure`). "
+        "The evaluated model's own failures (`units_model_failure`: unparsable or over its context) are "
+        "scored, never dropped.", "",
         "## Headline", "", markdown_table(headline(metrics), metric_cols), "",
         "## Calls", "", markdown_table(calls, call_cols), "",
         "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
     ]
+    cut = truncated_cells(metrics)
+    if cut:
+        parts[2:2] = ["**Truncated answers** (cut by the output budget; scored as given, flagged on each row):",
+                      "", *[f"- {c}" for c in cut], ""]
     cells = incomplete_cells(metrics)
     if cells:
         parts[2:2] = ["**Incomplete cells** (metrics cover only the units that ran; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +19,8 @@ import pyarrow.dataset as ds
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
 from prefray.engine.cache import ResponseCache, cache_key
 from prefray.engine.dispatch import Dispatcher
+from prefray.engine.output_budget import final_request
+from prefray.engine.request_store import RequestStore
 from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
@@ -40,21 +42,17 @@ class RunSettings:
     subject_stages_stored_only: bool = False
     # Estimates: answers are simulated; a stage's example answer stands in for unparsable ones.
     simulated: bool = False
+    # Every distinct request sent is kept under RUN_DIR/requests/ (created from run_dir when unset).
+    request_store: RequestStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.request_store is None and not self.simulated:
+            self.request_store = RequestStore(self.run_dir)
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
     return stable_id(job.benchmark, job.condition, job.model.name, stage.name, judge,
                      unit.instance_id, unit.item, unit.sample)
-
-
-def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
-    """The model's default params overlaid by the stage's own, within the model's output cap."""
-    params = {**spec.params, **request.params}
-    if spec.max_output_tokens is not None:
-        for name in ("max_tokens", "max_completion_tokens"):
-            if name in params:
-                params[name] = min(int(params[name]), spec.max_output_tokens)
-    return replace(request, params=params)
 
 
 @dataclass
@@ -124,6 +122,8 @@ class JobRunner:
 
     async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str, shard: list[Pending]) -> None:
         requests = [final_request(spec, p.unit.request) for p in shard]
+        if self.settings.request_store is not None:
+            self.settings.request_store.add(spec.model_id, requests)
         keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
         results = await self._answers(spec, requests, keys)
         parsed: list[Any] = [None] * len(results)
@@ -175,7 +175,7 @@ class JobRunner:
             "stage": stage.name, "role": stage.role, "judge": judge,
             "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
             "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
-            "request_hash": request.content_hash(spec.model_id),
+            "request_hash": request.prompt_hash(spec.model_id),
             "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
             "params_json": json.dumps(request.params, sort_keys=True),
             "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
