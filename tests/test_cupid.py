@@ -396,7 +396,7 @@ def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str,
             infer = subject[("infer", key, "")]
             system, messages = infer_messages(expected_log(raw, condition, rows), raw["current_request"], settings)
             request = ChatRequest(messages, system=system, params=INFER_PARAMS, seed=seed)
-            assert infer["request_hash"] == request.content_hash("fake-model")
+            assert infer["request_hash"] == request.prompt_hash("fake-model")
             text = answer_text(list(messages), seed)
             assert infer["text"] == text
             outcome = inference_outcome(text, raw, paths, settings, seed)
