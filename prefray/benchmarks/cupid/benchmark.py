@@ -65,10 +65,15 @@ class Cupid:
             raise DataError(f"condition={job.condition}: history must be one of {HISTORIES} and tasks a "
                             f"non-empty subset of {TASKS}")
         problems = check_prompts(job.settings)
-        if problems:
-            raise DataError("; ".join(problems))
         data = job.settings.get("data", {})
-        return load_instances(data.get("source", "sample"), data.get("path"), job.limit, data.get("split", "test"))
+        try:
+            instances = load_instances(data.get("source", "sample"), data.get("path"), job.limit,
+                                       data.get("split", "test"))
+        except DataError as exc:
+            problems.append(str(exc))
+        if problems:  # prompt and data problems together, so one run shows them all
+            raise DataError("\n    ".join(problems))
+        return instances
 
     @staticmethod
     def _tasks(job: Job) -> list[str]:
