@@ -129,8 +129,8 @@ def to_instance(record: Any, where: str) -> Instance:
 
 def _report(where: str, errors: list[str]) -> str:
     listed = errors[:MAX_LISTED]
-    more = f"\n    ... and {len(errors) - MAX_LISTED} more bad row(s)" if len(errors) > MAX_LISTED else ""
-    return f"{where}: {len(errors)} bad row(s):\n    " + "\n    ".join(listed) + more
+    more = f"\n      ... and {len(errors) - MAX_LISTED} more bad row(s)" if len(errors) > MAX_LISTED else ""
+    return f"{where}: {len(errors)} bad row(s):\n      " + "\n      ".join(listed) + more
 
 
 _warned: set[str] = set()
