@@ -45,11 +45,16 @@ def test_requests_are_paced_from_the_first_second_with_no_burst():
 
 def test_in_flight_calls_follow_littles_law_and_halve_on_pushback():
     limits = ModelLimits(1200, None, 100)
-    asyncio.run(send(limits, 30, 0.4))
-    # 20 requests a second × 0.4 s in flight × 1.25 margin + 1
-    assert limits.window.size == 11
+    assert limits.window.size == 100        # pacing sets the rate: the window starts open
     asyncio.run(limits.pushed_back())
-    assert limits.window.size == 5
+    asyncio.run(limits.pushed_back())
+    assert limits.window.size == 25         # each 429 or 5xx halves it
+    asyncio.run(limits.pushed_back())
+    asyncio.run(limits.pushed_back())
+    assert limits.window.size == 6
+    asyncio.run(send(limits, 30, 0.4))
+    # grows back to 20 requests a second × 0.4 s in flight × 1.25 margin + 1
+    assert limits.window.size == 11
     capped = ModelLimits(1200, None, 6)
     asyncio.run(send(capped, 20, 0.4))
     assert capped.window.size == 6   # never above the configured ceiling

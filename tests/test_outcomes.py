@@ -137,3 +137,16 @@ def test_every_row_links_to_the_request_that_was_sent(run_cli, fake_server, tmp_
     one = requests[generations[0]["request_hash"]]
     assert json.loads(one["messages_json"])[-1]["role"] == "user"
     assert len(requests) == len(set(requests))
+
+
+# -- stages stream --------------------------------------------------------------------------------
+def test_judging_starts_before_the_last_answer_of_its_job(run_cli, make_fake_server, tmp_path):
+    server = make_fake_server("--latency", "0.3")
+    run = tmp_path / "run"
+    run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
+            "run.shard_size=2", "model.max_concurrency=2", *server.model_overrides(), f"run.dir={run}")
+    stored = rows(run)
+    last_answer = max(r["finished_at"] for r in stored if r["stage"] == "generate")
+    first_verdict = min(r["started_at"] for r in stored if r["stage"] == "judge")
+    first_score = min(r["started_at"] for r in stored if r["stage"] == "completeness")
+    assert first_verdict < last_answer and first_score < last_answer

@@ -71,6 +71,11 @@ class Stage:
     is asked once more, then stored with status failed and cause parse_error.
     `example_answer` is a well-formed answer that estimates use when their simulated text does not
     parse (free-text stages with a required format), so later stages are counted in full.
+    `inputs` names the earlier stages whose rows `build` reads (None: every earlier stage); the stage
+    starts once they are done. With `per_unit`, each unit needs only rows of its inputs that belong
+    to it (a judge unit needs its one answer), so `build` may be called on the rows stored so far
+    and the stage starts sending while its inputs still run; `build` must then return, for the
+    rows it is given, the same units it returns for the full set.
     """
 
     name: str
@@ -78,6 +83,8 @@ class Stage:
     role: str = "subject"
     parse: Callable[[str], Any] | None = None
     example_answer: str | None = None
+    inputs: tuple[str, ...] | None = None
+    per_unit: bool = False
 
 
 class Benchmark(Protocol):

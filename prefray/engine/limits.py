@@ -74,8 +74,9 @@ class ModelLimits:
         self.requests = request_pacer(rpm) if rpm else None
         self.tokens = AsyncLimiter(tpm * TOKEN_WINDOW_S / 60.0, TOKEN_WINDOW_S) if tpm else None
         ceiling = max(1, int(max_concurrency))
-        # With a request limit, start small and grow to Little's law; without one, use the ceiling.
-        self.window = InFlightWindow(min(ceiling, 4) if rpm else ceiling, ceiling)
+        # The pacer sets the rate; the window starts at the ceiling so it never holds the first calls
+        # back, shrinks on pushback and grows back to Little's law as answers arrive.
+        self.window = InFlightWindow(ceiling, ceiling)
         self.latency_s: float | None = None
         self.paused_until = 0.0
         self.learned = False
@@ -120,6 +121,8 @@ class ModelLimits:
         target = self.little_target()
         if target is not None and target > self.window.size:
             await self.window.resize(target)
+        elif target is None and self.window.size < self.window.ceiling:
+            await self.window.resize(self.window.size + 1)   # no rate to aim at: grow back additively
 
     async def pushed_back(self, headers: Mapping[str, str] | None = None) -> None:
         """After a 429 or a 5xx: halve the in-flight window (it grows back as answers arrive)."""

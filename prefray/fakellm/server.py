@@ -101,6 +101,9 @@ class Stats:
     max_tokens_by_model: Counter = field(default_factory=Counter)
     truncated: int = 0
     context_overflows: int = 0
+    # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
+    first_admitted_at: dict = field(default_factory=dict)
+    last_admitted_at: dict = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
@@ -167,6 +170,9 @@ class FakeProvider:
         if wait > 0:
             self.stats.rate_limited += 1
             return _too_many(wait)
+        model = str(body.get("model"))
+        self.stats.first_admitted_at.setdefault(model, time.time())
+        self.stats.last_admitted_at[model] = time.time()
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         fault = self._fault_for(body_hash)
         if fault is None:
