@@ -80,17 +80,27 @@ class Cupid:
         return list(job.condition_settings.get("tasks") or TASKS)
 
     def stages(self, job: Job) -> list[Stage]:
+        """Each stage reads only the stages named in its `inputs` and streams per instance, so the
+        generation chain runs beside the inference chain and a scorer call goes out as soon as the
+        answer it scores is stored."""
+        summarize = bool(job.condition_settings.get("summarize"))
+        history_from = ("summarize",) if summarize else ()
         out = []
-        if job.condition_settings.get("summarize"):
-            out.append(Stage("summarize", self._summary_units, parse=parse_summary))
+        if summarize:
+            out.append(Stage("summarize", self._summary_units, parse=parse_summary, inputs=()))
         if "inference" in self._tasks(job):
-            out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE),
-                    Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist),
-                    Stage("match", self._match_units, role="matcher", parse=parse_match),
-                    Stage("rematch", self._rematch_units, role="matcher", parse=parse_match)]
+            out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE,
+                          inputs=history_from, per_unit=True),
+                    Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist,
+                          inputs=("infer",), per_unit=True),
+                    Stage("match", self._match_units, role="matcher", parse=parse_match,
+                          inputs=("infer", "decompose"), per_unit=True),
+                    Stage("rematch", self._rematch_units, role="matcher", parse=parse_match,
+                          inputs=("infer", "decompose", "match"), per_unit=True)]
         if "generation" in self._tasks(job):
-            out += [Stage("generate", self._generate_units),
-                    Stage("judge", self._judge_units, role="judge", parse=parse_score)]
+            out += [Stage("generate", self._generate_units, inputs=history_from, per_unit=True),
+                    Stage("judge", self._judge_units, role="judge", parse=parse_score,
+                          inputs=("generate",), per_unit=True)]
         return out
 
     # subject stages
