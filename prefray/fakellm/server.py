@@ -1,7 +1,8 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
+GET /stats, GET /requests (the latest request bodies, for tests), POST /reset. Answers come from
+`answers.py`; limits answer 429 with retry-after;
 faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
@@ -22,6 +23,7 @@ from aiohttp import web
 from prefray.fakellm import answers
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
+REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 
 
 @dataclass
@@ -117,6 +119,7 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
@@ -152,7 +155,8 @@ class FakeProvider:
         return wait
 
     async def _admit(self, body: dict[str, Any], input_tokens: int, anthropic: bool = False) -> web.Response | None:
-        """Count the request; return an error response if a limit or fault applies."""
+        """Count (and log) the request; return an error response if a limit or fault applies."""
+        self.request_log.append(body)
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
         budget = _output_budget(body)
@@ -273,8 +277,12 @@ class FakeProvider:
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.as_json())
 
+    async def get_requests(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.request_log))
+
     async def reset(self, request: web.Request) -> web.Response:
         self.stats = Stats()
+        self.request_log.clear()
         self.seen.clear()
         return web.json_response({"reset": True})
 
@@ -291,6 +299,7 @@ class FakeProvider:
             web.post("/v1/messages", self.messages),
             web.get("/v1/models", self.models),
             web.get("/stats", self.get_stats),
+            web.get("/requests", self.get_requests),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
         ])
