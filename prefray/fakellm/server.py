@@ -226,6 +226,11 @@ class FakeProvider:
         if refusal is not None:
             return refusal
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+        refused = _refused_keyword(schema)
+        if refused is not None:  # as Anthropic does: its structured output has no such keyword
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                      "message": f"output_config.format.schema: property '{refused}' is not supported"}},
+                                     status=400)
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
@@ -310,6 +315,23 @@ def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
+    return None
+
+
+def _refused_keyword(schema: Any) -> str | None:
+    """The first keyword Anthropic's structured output refuses in `schema`, if any."""
+    from prefray.engine.providers.schema_subset import REFUSED
+
+    if isinstance(schema, list):
+        return next((k for k in map(_refused_keyword, schema) if k), None)
+    if not isinstance(schema, dict):
+        return None
+    for key, value in schema.items():
+        if key in REFUSED or (key == "minItems" and isinstance(value, int) and value > 1):
+            return key
+        found = _refused_keyword(list(value.values()) if key == "properties" else value)
+        if found:
+            return found
     return None
 
 
