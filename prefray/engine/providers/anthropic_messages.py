@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import anthropic
@@ -58,6 +59,8 @@ class AnthropicMessages:
         async with sdk_errors(anthropic):
             raw = await self.client.messages.with_raw_response.create(**self._body(request))
             message = raw.parse()
+            if inspect.isawaitable(message):  # the async raw response parses asynchronously in some SDKs
+                message = await message
         return _reply(message, rate_headers_subset(raw.headers))
 
 
