@@ -1,7 +1,7 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
+GET /stats, POST /reset, and both batch APIs (batches.py). Answers come from `answers.py`; limits answer 429 with retry-after;
 faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from prefray.fakellm import answers
+from prefray.fakellm.batches import BatchOptions, FakeBatches
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
 
@@ -37,6 +38,7 @@ class FakeOptions:
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
     context_tokens: int | None = None  # prompts above this many input tokens are refused (HTTP 400)
+    batch: BatchOptions = field(default_factory=BatchOptions)  # batch APIs (batches.py)
 
 
 class TokenBucket:
@@ -96,6 +98,7 @@ class FakeProvider:
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
+        self.batches = FakeBatches(self)  # OpenAI files/batches and Anthropic message batches
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -222,11 +225,12 @@ class FakeProvider:
         self.stats.structured_requests += schema is not None
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.stats.as_json())
+        return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
 
     async def reset(self, request: web.Request) -> web.Response:
         self.stats = Stats()
         self.seen.clear()
+        self.batches.reset()
         return web.json_response({"reset": True})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -244,6 +248,7 @@ class FakeProvider:
             web.get("/stats", self.get_stats),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
+            *self.batches.routes(),
         ])
         return app
 
