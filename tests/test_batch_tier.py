@@ -58,8 +58,8 @@ def batch_dollars(stats: dict) -> float:
     return spent
 
 
-def overrides(server, model_is_anthropic: bool = False) -> list[str]:
-    model_url = server.anthropic_url if model_is_anthropic else server.openai_url
+def overrides(server, anthropic: bool = False) -> list[str]:
+    model_url = server.anthropic_url if anthropic else server.openai_url
     return [f"model.base_url={model_url}", f"judge.base_url={server.openai_url}"]
 
 
@@ -139,7 +139,8 @@ def interactive_metrics(ray_address, tmp_path_factory) -> dict[str, str]:
 
 def _check_ledger_at_batch_price(run_dir: Path, stats: dict) -> None:
     stored = rows(run_dir)
-    assert stored and all(r["status"] == "ok" for r in stored)
+    # every unit answered; the fake's free text fails CUPID's inference format in both tiers alike
+    assert stored and all(r["status"] == "ok" or r["cause"] == "parse_error" for r in stored)
     ledger = sum(float(r["cost_usd"]) for r in read_csv(run_dir / "costs.csv"))
     assert ledger == pytest.approx(batch_dollars(stats), rel=1e-9, abs=1e-12)
     assert stats["requests"] == 0  # nothing went through the interactive routes
@@ -215,7 +216,9 @@ def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_se
         most[row["stage"]] = most.get(row["stage"], 0.0) + max_call_cost(batch_priced(fake), chat)
     spent_generating = sum(r["cost_usd"] for r in rows(probe) if r["stage"] == "generate")
     budget = most.pop("generate") * (1 + 1e-9)
-    assert most and all(spent_generating + judge > budget for judge in most.values())  # no judge batch fits
+    # stages run generate → judge → completeness: the judge batch cannot fit after generation, and a
+    # refused reservation closes the budget for every later batch
+    assert spent_generating + most["judge"] > budget
     server.reset()
 
     run_dir = tmp_path / "run"
