@@ -236,3 +236,28 @@ def _fake_config() -> dict:
     import yaml
 
     return yaml.safe_load((ROOT / "conf" / "model" / "fake.yaml").read_text())
+
+
+def test_failed_and_expired_batch_requests_are_rows_with_causes_that_rerun_finishes(
+        run_cli, make_fake_server, tmp_path, interactive_metrics):
+    server = make_fake_server("--batch-fail-rate", "0.3", "--batch-expire-first", "1")
+    run_dir = tmp_path / "run"
+    run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}")
+    first = rows(run_dir)
+    assert {(r["stage"], r["status"], r["cause"]) for r in first} == {("generate", "failed", "timeout")}
+    assert all("expired" in r["error"] for r in first)  # the first batch expired: nothing answered, nothing paid
+    assert sum(r["cost_usd"] for r in first) == 0
+
+    causes = set()
+    for _ in range(3):  # units first sent by a rerun meet the fake's first-arrival failures too
+        done = subprocess.run([sys.executable, "-m", "prefray.rerun", str(run_dir), *FAST[1:]], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        assert done.returncode == 0, done.stderr
+        causes |= {r["cause"] for r in rows(run_dir) if r["status"] == "failed"}
+    assert "server_error" in causes  # per-request failures were stored with their cause, then rerun
+    stats = server.stats()
+    stored = rows(run_dir)
+    assert stats["batch_answered"] == sum(r["status"] == "ok" for r in stored)  # each answer paid once
+    assert (run_dir / "metrics.csv").read_text() == interactive_metrics["benchpres"]
+    ledger = sum(float(r["cost_usd"]) for r in read_csv(run_dir / "costs.csv"))
+    assert ledger == pytest.approx(batch_dollars(stats), rel=1e-9)

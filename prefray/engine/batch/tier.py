@@ -34,6 +34,8 @@ class BatchSettings:
     @classmethod
     def from_config(cls, run: dict[str, Any]) -> "BatchSettings":
         given = dict(run.get("batch") or {})
+        # `prefray.rerun RUN_DIR run.batch.poll_s=...` sets dotted keys on the recorded run config
+        given.update({k.removeprefix("batch."): v for k, v in run.items() if k.startswith("batch.")})
         unknown = sorted(set(given) - set(cls.__dataclass_fields__))
         if unknown:
             raise TierError(f"run.batch: unknown setting(s) {unknown}")
