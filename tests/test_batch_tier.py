@@ -79,6 +79,22 @@ def test_batch_price_and_tier_settings():
         apply_run_tier(job, {"batch": {"max_requests": 0}})
 
 
+def test_plan_shows_both_tiers_per_model():
+    import pyarrow as pa
+
+    from prefray.engine.batch.plan import tier_lines
+
+    subject, judge = spec(name="s", model_id="s", rpm=60), spec(name="j", model_id="j", tier="batch")
+    rows = pa.table({"provider": ["openai"] * 4, "model_id": ["s", "s", "j", "j"], "cached": [False, True, False, False],
+                     "input_tokens": [1000, 1000, 2000, 3000], "output_tokens": [100, 100, 200, 300]})
+    judged, answered = tier_lines(rows, [Job("b", "c", subject, {"judge": judge}, {}, {})])
+    assert (judged.tier, judged.calls) == ("batch", 2) and "24 h" in judged.expected_latency
+    assert judged.interactive_usd == pytest.approx((5000 * 2.0 + 500 * 8.0) / 1e6)
+    assert judged.batch_usd == pytest.approx(judged.interactive_usd / 2)
+    assert (answered.tier, answered.calls) == ("interactive", 1)  # the cached answer costs nothing
+    assert answered.expected_latency.startswith(">= 0.0 min")
+
+
 def test_request_identity_is_computable_from_a_stored_row():
     request = ChatRequest(messages=({"role": "user", "content": "hi"},), params={"max_tokens": 9}, seed=3)
     model = spec()
