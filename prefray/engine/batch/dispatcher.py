@@ -47,7 +47,8 @@ class Item:
 
 
 def _print_progress(counts: Counter) -> None:
-    print(f"prefray: batches {counts['submitted']} submitted, {counts['in_progress']} in progress, "
+    earlier = f" (+{counts['collected']} from an earlier launch)" if counts["collected"] else ""
+    print(f"prefray: batches {counts['submitted']} submitted{earlier}, {counts['in_progress']} in progress, "
           f"{counts['done']} done", file=sys.stderr, flush=True)
 
 
