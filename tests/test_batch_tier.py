@@ -179,10 +179,12 @@ def test_cupid_batch_tier_per_model_matches_interactive(run_cli, make_fake_serve
     server = make_fake_server("--batch-delay", "0.3")
     run_dir = tmp_path / "batch"
     run_cli(*CUPID, *overrides(server, anthropic=True), *FAST, "model.tier=batch", "judge.tier=batch",
-            f"run.dir={run_dir}")
+            "run.batch.max_requests=1", f"run.dir={run_dir}")
     stats = server.stats()
     assert (run_dir / "metrics.csv").read_text() == interactive_metrics["cupid"]
     _check_ledger_at_batch_price(run_dir, stats)
+    sizes = [len(json.loads(p.read_text())["entries"]) for p in (run_dir / "batches").glob("*.json")]
+    assert sizes and set(sizes) == {1} and len(sizes) == stats["batch_requests"]  # size threshold: 1 a batch
     assert set(stats["batches_by_api"]) == {"openai", "anthropic"}  # Anthropic answers, OpenAI-side judge
 
 
