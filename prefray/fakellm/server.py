@@ -2,7 +2,8 @@
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
 GET /stats, POST /reset, and both batch APIs (batches.py). Answers come from `answers.py`;
-limits answer 429 with retry-after; faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
+limits answer 429 with retry-after; faults (429, 500, malformed bodies, timeouts) can be
+injected on a chosen share of requests.
 """
 
 from __future__ import annotations
