@@ -1,9 +1,9 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, GET /requests (the latest request bodies, for tests), POST /reset. Answers come from
-`answers.py`; limits answer 429 with retry-after;
-faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
+GET /stats, GET /requests (the latest request bodies, for tests), POST /reset, and both batch APIs
+(batches.py). Answers come from `answers.py`; limits answer 429 with retry-after; faults (429, 500,
+malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from prefray.fakellm import answers
+from prefray.fakellm.batches import BatchOptions, FakeBatches
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
 REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
@@ -42,6 +43,7 @@ class FakeOptions:
     # Enforce rpm as a strict sliding window of this many seconds (at most rpm × window / 60 requests
     # in any window), as strict providers do; None = a token bucket with one second of burst.
     strict_window_s: float | None = None
+    batch: BatchOptions = field(default_factory=BatchOptions)  # batch APIs (batches.py)
 
 
 class TokenBucket:
@@ -123,6 +125,7 @@ class FakeProvider:
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
+        self.batches = FakeBatches(self)  # OpenAI files/batches and Anthropic message batches
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -280,7 +283,7 @@ class FakeProvider:
         self.stats.structured_requests += schema is not None
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.stats.as_json())
+        return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
 
     async def get_requests(self, request: web.Request) -> web.Response:
         return web.json_response(list(self.request_log))
@@ -289,6 +292,7 @@ class FakeProvider:
         self.stats = Stats()
         self.request_log.clear()
         self.seen.clear()
+        self.batches.reset()
         return web.json_response({"reset": True})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -307,6 +311,7 @@ class FakeProvider:
             web.get("/requests", self.get_requests),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
+            *self.batches.routes(),
         ])
         return app
 
