@@ -1,16 +1,31 @@
-"""Beyond one launch on one machine: locally served models own their port, concurrent launches."""
+"""Beyond one launch on one machine: own ports for served models, Ray Jobs, keys, several nodes.
+
+Tests marked `cluster` start Ray clusters of their own on loopback (beside the session's shared
+head), with the job server or with two nodes: `python -m pytest -m cluster` runs just them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from prefray.engine.local_servers import host_port, start_local_server, with_port
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
+
+RAY_CLI = str(Path(sys.executable).with_name("ray"))
 
 TINY = ["benchmark=benchpres", "limit=1", "run.progress=false"]
 
@@ -58,3 +73,74 @@ def test_two_launches_at_once_each_serve_their_own_model(ray_address, tmp_path):
         assert rows, f"no metrics in {run}"
         excluded = [r for r in rows if r.get("metric") == "excluded"]
         assert all(float(r["value"]) == 0 for r in excluded), excluded
+
+
+def node_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of a test cluster's nodes: this Python first on PATH, no session cluster address."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["RAY_AUTH_MODE"] = "disabled"
+    return {**env, **(extra or {})}
+
+
+def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if time.time() > deadline or process.poll() is not None:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.3)
+
+
+def stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@contextmanager
+def ray_head(temp: str, dashboard: bool = False, env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """A Ray head of its own on loopback, every port chosen free; stopped (only it) at the end."""
+    port, dash = free_port(), free_port()
+    args = [RAY_CLI, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+            "--num-cpus=1", f"--temp-dir={temp}", "--disable-usage-stats",
+            f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}"]
+    args += ([f"--dashboard-host=127.0.0.1", f"--dashboard-port={dash}"] if dashboard
+             else ["--include-dashboard=false"])
+    head = subprocess.Popen(args, env=node_env(env), cwd=temp, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, head, "ray head")
+        if dashboard:
+            wait_for_port(dash, head, "ray job server")
+        yield {"gcs": f"127.0.0.1:{port}", "dashboard": f"http://127.0.0.1:{dash}", "temp": temp}
+    finally:
+        stop(head)
+
+
+@pytest.fixture
+def short_temp() -> Iterator[str]:
+    """Ray's socket paths must stay short: a temp dir right under /tmp."""
+    temp = tempfile.mkdtemp(prefix="pfr", dir="/tmp")
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.cluster
+def test_ray_job_submit_runs_a_sweep(fake_server, short_temp, tmp_path):
+    run = tmp_path / "jobrun"
+    with ray_head(short_temp, dashboard=True) as head:
+        done = subprocess.run(["bash", "jobs/submit.sh", "--address", head["dashboard"], "model=fake", "judge=fake",
+                               *TINY, *fake_server.model_overrides(), f"run.dir={run}"],
+                              cwd=ROOT, env=node_env(), capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"run.dir={run}" in done.stdout
+    rows = metric_rows(run)
+    assert rows and any(r.get("benchmark") == "benchpres" for r in rows), rows
+    by_model = fake_server.stats()["by_model"]  # the job's calls reached the server the test started
+    assert by_model.get("fake-model", 0) > 0 and by_model.get("fake-judge", 0) > 0, by_model
