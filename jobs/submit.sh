@@ -32,7 +32,7 @@ case "$run_dir" in
 esac
 : "${PYTHON:=python}"
 runtime_env=$("$PYTHON" -c 'import json, sys; print(json.dumps({"working_dir": ".", "excludes": sys.argv[1:]}))' \
-  "outputs/" ".git" "**/__pycache__/" "*.sqlite" "*.egg-info/" ".pytest_cache/" "bench/out/")
+  "outputs/" ".git" "**/__pycache__/" "*.sqlite" "*.egg-info/" ".pytest_cache/" "bench/out/" "tests/")
 echo "prefray: submitting to $address; results land in run.dir=$run_dir on the node running the driver (the head node)"
 "$PYTHON" -m ray.scripts.scripts job submit --address "$address" --runtime-env-json "$runtime_env" \
   "${wait_flag[@]}" -- python -m prefray.launch "${overrides[@]}"

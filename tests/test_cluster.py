@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -131,14 +132,49 @@ def short_temp() -> Iterator[str]:
     shutil.rmtree(temp, ignore_errors=True)
 
 
+KEY = "sk-prefray-" + secrets.token_hex(16)  # a fake key made here, so no file holds it beforehand
+
+
+def ray_cli(*args: str, timeout: float = 120) -> str:
+    done = subprocess.run([RAY_CLI, *args], env=node_env(), capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"ray {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def files_containing(root: str, needle: str) -> list[str]:
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as handle:
+                    if needle.encode() in handle.read():
+                        found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 @pytest.mark.cluster
-def test_ray_job_submit_runs_a_sweep(fake_server, short_temp, tmp_path):
+def test_ray_job_submit_runs_a_sweep_and_keeps_keys_out_of_ray(fake_server, short_temp, tmp_path):
+    """A sweep submitted with jobs/submit.sh to a head with the job server; the API key lives only in
+    the nodes' environment and never shows in Ray's state API, job info or session files."""
     run = tmp_path / "jobrun"
-    with ray_head(short_temp, dashboard=True) as head:
+    keyed = ["model.api_key_env=PREFRAY_TEST_KEY", "judge.api_key_env=PREFRAY_TEST_KEY"]
+    with ray_head(short_temp, dashboard=True, env={"PREFRAY_TEST_KEY": KEY}) as head:
         done = subprocess.run(["bash", "jobs/submit.sh", "--address", head["dashboard"], "model=fake", "judge=fake",
-                               *TINY, *fake_server.model_overrides(), f"run.dir={run}"],
+                               *TINY, *fake_server.model_overrides(), *keyed, f"run.dir={run}"],
                               cwd=ROOT, env=node_env(), capture_output=True, text=True, timeout=500)
-    assert done.returncode == 0, done.stdout + done.stderr
+        # exit 0 also means the driver found the key: a missing key env var stops the launch (exit 2)
+        assert done.returncode == 0, done.stdout + done.stderr
+        api = ["--address", head["dashboard"]]
+        seen = {"submit output": done.stdout + done.stderr,
+                "ray list actors --detail": ray_cli("list", "actors", "--detail", "--limit", "1000", *api),
+                "ray list tasks --detail": ray_cli("list", "tasks", "--detail", "--limit", "1000", *api),
+                "ray job list": ray_cli("job", "list", *api)}
+        assert "Gateway" in seen["ray list actors --detail"]  # the state API did list the sweep's actors
+    assert not [where for where, text in seen.items() if KEY in text]
+    assert not files_containing(short_temp, KEY)
     assert f"run.dir={run}" in done.stdout
     rows = metric_rows(run)
     assert rows and any(r.get("benchmark") == "benchpres" for r in rows), rows
