@@ -180,3 +180,55 @@ def test_ray_job_submit_runs_a_sweep_and_keeps_keys_out_of_ray(fake_server, shor
     assert rows and any(r.get("benchmark") == "benchpres" for r in rows), rows
     by_model = fake_server.stats()["by_model"]  # the job's calls reached the server the test started
     assert by_model.get("fake-model", 0) > 0 and by_model.get("fake-judge", 0) > 0, by_model
+
+
+def test_kuberay_manifest_runs_a_sweep_the_cli_accepts(tmp_path):
+    """No Kubernetes here: the RayJob is checked for shape, and its entrypoint's sweep goes through
+    the CLI's own config composition (--cfg: no keys needed)."""
+    import re
+    import shlex
+
+    import yaml
+
+    text = (ROOT / "jobs" / "rayjob.yaml").read_text()
+    job = yaml.safe_load(text)
+    assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
+    cluster = job["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    workers = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert head["image"] == workers["image"] == job["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["image"]
+    secrets_on_head = {s["secretRef"]["name"] for s in head["envFrom"]}
+    assert "prefray-api-keys" in secrets_on_head and "envFrom" not in workers  # keys only where the driver runs
+    results = next(e["value"] for e in head["env"] if e["name"] == "PREFRAY_RESULTS")
+    assert results.startswith("s3://")
+
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv[:2] == ["bash", "-c"]
+    commands = [shlex.split(c) for c in argv[2].split(";")]
+    launch = next(c for c in commands if c[:3] == ["python", "-m", "prefray.launch"])
+    upload = next(c for c in commands if c[:3] == ["python", "-m", "prefray.upload"])
+    run_dir = next(a.split("=", 1)[1] for a in launch if a.startswith("run.dir="))
+    assert upload[3:5] == [run_dir, "$PREFRAY_RESULTS"]
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run([sys.executable, "-m", "prefray.launch", "--cfg", *launch[3:]], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    needed = set(re.findall(r"^\s*api_key_env: (\w+)$", done.stdout, re.M)) - {"null"}
+    in_secret = set(re.findall(r"--from-literal=(\w+)=", text))
+    assert needed and needed <= in_secret, (needed, in_secret)
+
+
+def test_upload_copies_a_run_dir_through_pyarrow_filesystems(tmp_path):
+    from prefray.upload import main as upload
+
+    run = tmp_path / "run"
+    (run / "shards" / "job").mkdir(parents=True)
+    (run / "shards" / "job" / "part-0.parquet").write_bytes(b"\x00PAR1")
+    (run / "metrics.csv").write_text("benchmark,metric,value\n")
+    assert upload([str(run), f"file://{tmp_path}/bucket/prefix"]) == 0
+    copied = sorted(p.relative_to(tmp_path / "bucket" / "prefix").as_posix()
+                    for p in (tmp_path / "bucket" / "prefix").rglob("*") if p.is_file())
+    assert copied == ["metrics.csv", "shards/job/part-0.parquet"]
+    assert (tmp_path / "bucket/prefix/shards/job/part-0.parquet").read_bytes() == b"\x00PAR1"
+    assert upload([str(tmp_path / "missing"), str(tmp_path / "x")]) == 2
