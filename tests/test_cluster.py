@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import os
 import secrets
 import shutil
@@ -232,3 +233,58 @@ def test_upload_copies_a_run_dir_through_pyarrow_filesystems(tmp_path):
     assert copied == ["metrics.csv", "shards/job/part-0.parquet"]
     assert (tmp_path / "bucket/prefix/shards/job/part-0.parquet").read_bytes() == b"\x00PAR1"
     assert upload([str(tmp_path / "missing"), str(tmp_path / "x")]) == 2
+
+
+@contextmanager
+def ray_worker(gcs: str, temp: str) -> Iterator[None]:
+    """A second Ray node on this machine, joined to `gcs`; stopped (only it) at the end."""
+    worker = subprocess.Popen([RAY_CLI, "start", "--block", f"--address={gcs}", "--node-ip-address=127.0.0.1",
+                               "--num-cpus=1", f"--dashboard-agent-listen-port={free_port()}",
+                               f"--temp-dir={temp}", "--disable-usage-stats"], env=node_env(), cwd=temp, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        stop(worker)
+
+
+def alive_nodes(api: str) -> list[str]:
+    from ray.util.state import list_nodes
+
+    return [n.node_id for n in list_nodes(address=api, filters=[("state", "=", "ALIVE")])]
+
+
+@pytest.mark.cluster
+def test_two_node_cluster_runs_a_sweep_with_served_models_on_the_driver_node(fake_server, short_temp, tmp_path):
+    """Head + worker on this machine. The model is served by the sweep itself (port 0), so its server
+    and gateway stay on the driver's node; the judge is a remote endpoint: its gateway may go anywhere."""
+    from ray.util.state import list_actors, list_workers
+
+    run = tmp_path / "two"
+    with ray_head(short_temp, dashboard=True) as head, ray_worker(head["gcs"], short_temp):
+        deadline = time.time() + 120
+        while len(alive_nodes(head["dashboard"])) < 2:
+            assert time.time() < deadline, "the worker node did not join"
+            time.sleep(1)
+        done = subprocess.run([sys.executable, "-m", "prefray.launch", "model=fake", "judge=fake", *TINY,
+                               f"judge.base_url={fake_server.openai_url}", "judge.serve=null", f"run.dir={run}"],
+                              cwd=ROOT, env=node_env({"RAY_ADDRESS": head["gcs"]}), capture_output=True, text=True,
+                              timeout=500)
+        assert done.returncode == 0, done.stdout + done.stderr
+        actors = list_actors(address=head["dashboard"], detail=True, limit=1000)
+        drivers = list_workers(address=head["dashboard"], detail=True, limit=1000,
+                               filters=[("worker_type", "=", "DRIVER")])
+        nodes = alive_nodes(head["dashboard"])
+    assert len(nodes) == 2 and len(drivers) == 1
+    driver_node = drivers[0].node_id
+    judge_key = f"openai|{fake_server.openai_url}|"
+    judge_gateway = f"gateway-{hashlib.sha1(judge_key.encode()).hexdigest()[:12]}-"
+    served = [a for a in actors if a.class_name == "LocalServer"
+              or (a.class_name == "Gateway" and not a.name.startswith(judge_gateway))]
+    remote = [a for a in actors if a.class_name == "Gateway" and a.name.startswith(judge_gateway)]
+    assert len(served) == 2 and len(remote) == 1, [(a.class_name, a.name) for a in actors]
+    assert {a.node_id for a in served} == {driver_node}
+    assert remote[0].node_id in nodes  # either node will do
+    assert metric_rows(run)
+    by_model = fake_server.stats()["by_model"]  # only the judge goes to the test's server
+    assert by_model.get("fake-judge", 0) > 0 and by_model.get("fake-model", 0) == 0, by_model
