@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import hashlib
 import os
 import secrets
 import shutil
@@ -24,7 +23,9 @@ from typing import Iterator
 
 import pytest
 
+from prefray.engine.gateway import gateway_name
 from prefray.engine.local_servers import host_port, start_local_server, with_port
+from prefray.engine.types import ModelSpec
 from tests.conftest import ROOT, free_port
 
 RAY_CLI = str(Path(sys.executable).with_name("ray"))
@@ -277,14 +278,55 @@ def test_two_node_cluster_runs_a_sweep_with_served_models_on_the_driver_node(fak
         nodes = alive_nodes(head["dashboard"])
     assert len(nodes) == 2 and len(drivers) == 1
     driver_node = drivers[0].node_id
-    judge_key = f"openai|{fake_server.openai_url}|"
-    judge_gateway = f"gateway-{hashlib.sha1(judge_key.encode()).hexdigest()[:12]}-"
+    judge_gateway = gateway_name(ModelSpec("fake", "openai", "fake-judge", base_url=fake_server.openai_url),
+                                 "prefray-local")
     served = [a for a in actors if a.class_name == "LocalServer"
-              or (a.class_name == "Gateway" and not a.name.startswith(judge_gateway))]
-    remote = [a for a in actors if a.class_name == "Gateway" and a.name.startswith(judge_gateway)]
+              or (a.class_name == "Gateway" and a.name != judge_gateway)]
+    remote = [a for a in actors if a.class_name == "Gateway" and a.name == judge_gateway]
     assert len(served) == 2 and len(remote) == 1, [(a.class_name, a.name) for a in actors]
     assert {a.node_id for a in served} == {driver_node}
     assert remote[0].node_id in nodes  # either node will do
     assert metric_rows(run)
     by_model = fake_server.stats()["by_model"]  # only the judge goes to the test's server
     assert by_model.get("fake-judge", 0) > 0 and by_model.get("fake-model", 0) == 0, by_model
+
+
+GATEWAY_STATE = """
+import sys, time, ray
+ray.init(address=sys.argv[1], namespace="prefray", log_to_driver=False)
+def alive():
+    try:
+        return ray.get(ray.get_actor(sys.argv[2]).ping.remote(), timeout=30)
+    except Exception:
+        return False
+print("alive" if alive() else "gone", flush=True)
+deadline = time.time() + 120
+while alive() and time.time() < deadline:
+    time.sleep(1)
+print("alive" if alive() else "gone", flush=True)
+"""
+
+
+def test_two_launches_at_once_share_one_limiter_that_outlives_them(ray_address, make_fake_server, tmp_path):
+    """Two sweeps on one cluster, same endpoint and key: one detached gateway serves both, so
+    together they stay under the server's RPM (zero 429s); it survives both drivers and ends idle."""
+    rpm = 120
+    server = make_fake_server("--rpm", str(rpm), "--limit-models", "fake-model")
+    runs = [tmp_path / "a", tmp_path / "b"]
+    env = {**os.environ, "PREFRAY_GATEWAY_IDLE_S": "30"}
+    procs = [subprocess.Popen([sys.executable, "-m", "prefray.launch", "model=fake", "judge=fake", "limit=4",
+                               "benchmark=benchpres", "run.progress=false", "run.cache=false", f"model.rpm={rpm}",
+                               *server.model_overrides(), f"run.dir={run}", f"run.seed={i}"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i, run in enumerate(runs)]
+    outputs = [p.communicate(timeout=500)[0] for p in procs]
+    for proc, out in zip(procs, outputs):
+        assert proc.returncode == 0, out
+    stats = server.stats()
+    generated = sum(len(list((run / "shards").rglob("*.parquet"))) > 0 for run in runs)
+    assert generated == 2 and stats["by_model"]["fake-model"] >= 2 * 4
+    assert stats["rate_limited"] == 0, stats
+    name = gateway_name(ModelSpec("fake", "openai", "fake-model", base_url=server.openai_url), "prefray-local")
+    watch = subprocess.run([sys.executable, "-c", GATEWAY_STATE, ray_address, name], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert watch.stdout.split() == ["alive", "gone"], watch.stdout + watch.stderr
