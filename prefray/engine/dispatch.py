@@ -71,9 +71,11 @@ class Gateways:
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
-        """End this launch's local servers; gateways are shared and end themselves when idle."""
         import ray
 
+        for handle in self.handles.values():
+            await _quietly(handle.close.remote())
+            ray.kill(handle)
         for server in self.servers.values():
             ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)
         self.handles.clear()
@@ -121,3 +123,9 @@ async def _alive(handle: Any) -> bool:
     except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
         return False
 
+
+async def _quietly(ref: Any) -> None:
+    try:
+        await ref
+    except Exception:  # noqa: BLE001 - an actor that is already gone needs no closing
+        pass

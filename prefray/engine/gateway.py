@@ -1,9 +1,6 @@
-"""Gateways: one Ray actor per provider endpoint and API key in the cluster, shared by every job of
-every launch that uses that endpoint and key.
+"""Gateways: one Ray actor per provider endpoint and API key, shared by every job of a sweep.
 
-A gateway owns the rate limits, the concurrency cap and the retries for its endpoint. It is named
-and detached: launches started at once find the same one (so together they stay under the
-account's limits), it outlives the driver that created it, and it ends itself once idle. It takes a
+A gateway owns the rate limits, the concurrency cap and the retries for its endpoint. It takes a
 whole shard per call (an actor call costs ~0.5 ms, an HTTP call far more) and answers every
 request with a CallResult: a failed call is a row with a cause, never an exception.
 """
@@ -12,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import time
 from typing import Any
 
 import ray
 
 from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
-from prefray.engine.limits import ModelLimits
+from prefray.engine.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.retry import RetryPolicy
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
@@ -27,19 +23,14 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 NAMESPACE = "prefray"
 
 
-def idle_seconds() -> float:
-    """How long a gateway with no batch in flight waits before ending itself (its limits with it)."""
-    return float(os.environ.get("PREFRAY_GATEWAY_IDLE_S") or 60)
-
-
 class _Lane:
     """Everything the gateway keeps for one model id: its client, limits and retry policy."""
 
-    def __init__(self, spec: ModelSpec, api_key: str, limits: ModelLimits):
+    def __init__(self, spec: ModelSpec, api_key: str, shared: SharedBuckets | None = None):
         self.spec = spec
         self.api_key = api_key
         self.provider = build_provider(spec, api_key)
-        self.limits = limits
+        self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency, shared)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
 
     def _redact(self, text: str) -> str:
@@ -90,40 +81,22 @@ class _Lane:
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Gateway:
-    def __init__(self, endpoint_key: str, api_key: str, idle_s: float = 60.0):
+    def __init__(self, endpoint_key: str, api_key: str, limiter_idle_s: float = 60.0):
         self.endpoint_key = endpoint_key
         self.api_key = api_key
-        self.idle_s = idle_s
+        self.limiter_idle_s = limiter_idle_s
         self.lanes: dict[str, _Lane] = {}
-        # One limiter per model id and declared limits, shared by every launch that declares them.
-        self.limits: dict[tuple, ModelLimits] = {}
-        self.in_flight = 0
-        self.last_used = time.monotonic()
-        self.reaper: asyncio.Task | None = None
 
-    def _lane(self, spec: ModelSpec) -> _Lane:
-        lane = self.lanes.get(repr(spec))
-        if lane is None:
-            key = (spec.model_id, spec.rpm, spec.tpm, spec.max_concurrency)
-            limits = self.limits.setdefault(key, ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency))
-            lane = self.lanes[repr(spec)] = _Lane(spec, self.api_key, limits)
-        return lane
+    def _shared(self, spec: ModelSpec) -> SharedBuckets:
+        """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
+        return SharedBuckets(limiter_name(self.endpoint_key, self.api_key), NAMESPACE, self.limiter_idle_s,
+                             (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None) -> list[CallResult]:
-        if self.reaper is None:
-            self.reaper = asyncio.get_running_loop().create_task(self._end_when_idle())
-        lane = self._lane(spec)
-        self.in_flight += 1
-        try:
-            return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
-        finally:
-            self.in_flight -= 1
-            self.last_used = time.monotonic()
-
-    async def _end_when_idle(self) -> None:
-        while self.in_flight or time.monotonic() - self.last_used < self.idle_s:
-            await asyncio.sleep(min(self.idle_s, 5.0))
-        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)  # a caller retries on a new one
+        lane = self.lanes.get(spec.model_id)
+        if lane is None:
+            lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
+        return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
 
     async def ping(self) -> bool:
         return True
@@ -133,10 +106,10 @@ class Gateway:
             await lane.provider.close()
 
 
-def gateway_name(spec: ModelSpec, api_key: str) -> str:
-    """One name per endpoint and key in the cluster (a digest: neither the key nor its hash shows)."""
-    key_digest = hashlib.sha256(api_key.encode()).hexdigest()
-    return f"gateway-{hashlib.sha1(f'{spec.endpoint_key}|{key_digest}'.encode()).hexdigest()[:16]}"
+def gateway_name(spec: ModelSpec) -> str:
+    """Readable, unique to this driver: a killed run's dying actor is never picked up again."""
+    job = ray.get_runtime_context().get_job_id()
+    return f"gateway-{hashlib.sha1(spec.endpoint_key.encode()).hexdigest()[:12]}-{job}"
 
 
 def on_this_node() -> dict[str, Any]:
@@ -150,5 +123,5 @@ def on_this_node() -> dict[str, Any]:
 def get_gateway(spec: ModelSpec, api_key: str) -> Any:
     """The shared gateway for this model's endpoint and key, created on first use."""
     placement = on_this_node() if spec.serve else {}
-    return Gateway.options(name=gateway_name(spec, api_key), namespace=NAMESPACE, get_if_exists=True,
-                           lifetime="detached", **placement).remote(spec.endpoint_key, api_key, idle_seconds())
+    return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
+                           **placement).remote(spec.endpoint_key, api_key, idle_seconds())
