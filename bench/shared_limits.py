@@ -2,11 +2,11 @@
 
 A fake server enforces RPM on the evaluated model (429 + retry-after beyond it; the judge is
 unlimited). Two launches run at once against a Ray head started here, each with the same model
-config; their gateways are the same detached actor, so together they must stay under the RPM:
-429s must be 0, and span ÷ (all generation calls ÷ rpm) shows how close to the shared bound they
-ran (span: first generation request to last generation answer over both runs).
+config; their gateways take from the same detached limiter, so together they must stay under
+the RPM: 429s must be 0, and span ÷ (all generation calls ÷ rpm) shows how close to the shared
+bound they ran (span: first generation request to last generation answer over both runs).
 
-Usage: python bench/shared_limits.py [--rpm 300] [--limit 20]
+Usage: python bench/shared_limits.py [--rpm 300] [--limit 10]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def start_head(temp: str) -> tuple[subprocess.Popen, str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rpm", type=float, default=300)
-    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=10)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pfrb", dir="/tmp"))
     runs = [work / "a", work / "b"]
