@@ -34,6 +34,8 @@ esac
 runtime_env=$("$PYTHON" -c 'import json, sys; print(json.dumps({"working_dir": ".", "excludes": sys.argv[1:]}))' \
   "outputs/" ".git" "**/__pycache__/" "*.sqlite" "*.egg-info/" ".pytest_cache/" "bench/out/" "tests/")
 echo "prefray: submitting to $address; results land in run.dir=$run_dir on the node running the driver (the head node)"
-"$PYTHON" -m ray.scripts.scripts job submit --address "$address" --runtime-env-json "$runtime_env" \
+# Ray's clients let RAY_ADDRESS win over --address; RAY_API_SERVER_ADDRESS wins over both.
+RAY_API_SERVER_ADDRESS="$address" "$PYTHON" -m ray.scripts.scripts job submit --address "$address" \
+  --runtime-env-json "$runtime_env" \
   "${wait_flag[@]}" -- python -m prefray.launch "${overrides[@]}"
 echo "prefray: results in run.dir=$run_dir (metrics.csv, metrics.md, shards/) on the driver's node"

@@ -76,7 +76,7 @@ def test_two_launches_at_once_each_serve_their_own_model(ray_address, tmp_path):
     for run in runs:
         assert metric_rows(run), f"no metrics in {run}"
         stored = ds.dataset(run / "shards", format="parquet").to_table(columns=["stage", "status", "cause"]).to_pylist()
-        assert {r["stage"] for r in stored} == {"generate", "judge"}
+        assert {"generate", "judge"} <= {r["stage"] for r in stored}
         assert all(r["status"] == "ok" for r in stored), [r for r in stored if r["status"] != "ok"][:3]
 
 
@@ -168,7 +168,8 @@ def test_ray_job_submit_runs_a_sweep_and_keeps_keys_out_of_ray(fake_server, shor
     with ray_head(short_temp, dashboard=True, env={"PREFRAY_TEST_KEY": KEY}) as head:
         done = subprocess.run(["bash", "jobs/submit.sh", "--address", head["dashboard"], "model=fake", "judge=fake",
                                *TINY, *fake_server.model_overrides(), *keyed, f"run.dir={run}"],
-                              cwd=ROOT, env=node_env(), capture_output=True, text=True, timeout=500)
+                              cwd=ROOT, env=node_env({"RAY_ADDRESS": "127.0.0.1:1"}),  # --address wins over it
+                              capture_output=True, text=True, timeout=500)
         # exit 0 also means the driver found the key: a missing key env var stops the launch (exit 2)
         assert done.returncode == 0, done.stdout + done.stderr
         api = ["--address", head["dashboard"]]
@@ -258,13 +259,15 @@ def alive_nodes(api: str) -> list[str]:
 
 
 @pytest.mark.cluster
-def test_two_node_cluster_runs_a_sweep_with_served_models_on_the_driver_node(fake_server, short_temp, tmp_path):
+def test_two_node_cluster_runs_a_sweep_with_served_models_on_the_driver_node(fake_server, short_temp, tmp_path,
+                                                                           monkeypatch):
     """Head + worker on this machine. The model is served by the sweep itself (port 0), so its server
     and gateway stay on the driver's node; the judge is a remote endpoint: its gateway may go anywhere."""
     from ray.util.state import list_actors, list_workers
 
     run = tmp_path / "two"
     with ray_head(short_temp, dashboard=True) as head, ray_worker(head["gcs"], short_temp):
+        monkeypatch.setenv("RAY_API_SERVER_ADDRESS", head["dashboard"])  # over the session's RAY_ADDRESS
         deadline = time.time() + 120
         while len(alive_nodes(head["dashboard"])) < 2:
             assert time.time() < deadline, "the worker node did not join"
