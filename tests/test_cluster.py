@@ -224,19 +224,42 @@ def test_kuberay_manifest_runs_a_sweep_the_cli_accepts(tmp_path):
     assert needed and needed <= in_secret, (needed, in_secret)
 
 
-def test_upload_copies_a_run_dir_through_pyarrow_filesystems(tmp_path):
-    from prefray.upload import main as upload
+@pytest.fixture
+def s3_server() -> Iterator[str]:
+    """A local S3-compatible server (moto) over real HTTP; yields its endpoint URL."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(port, server, "moto server", timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(server)
+
+
+def test_upload_copies_a_run_dir_to_s3(s3_server, tmp_path):
+    from pyarrow import fs
 
     run = tmp_path / "run"
     (run / "shards" / "job").mkdir(parents=True)
     (run / "shards" / "job" / "part-0.parquet").write_bytes(b"\x00PAR1")
     (run / "metrics.csv").write_text("benchmark,metric,value\n")
-    assert upload([str(run), f"file://{tmp_path}/bucket/prefix"]) == 0
-    copied = sorted(p.relative_to(tmp_path / "bucket" / "prefix").as_posix()
-                    for p in (tmp_path / "bucket" / "prefix").rglob("*") if p.is_file())
-    assert copied == ["metrics.csv", "shards/job/part-0.parquet"]
-    assert (tmp_path / "bucket/prefix/shards/job/part-0.parquet").read_bytes() == b"\x00PAR1"
-    assert upload([str(tmp_path / "missing"), str(tmp_path / "x")]) == 2
+    creds = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+    s3 = fs.S3FileSystem(endpoint_override=s3_server, access_key="test", secret_key="test", region="us-east-1",
+                         allow_bucket_creation=True)
+    s3.create_dir("results")
+    env = {**os.environ, **creds, "AWS_ENDPOINT_URL": s3_server}
+    done = subprocess.run([sys.executable, "-m", "prefray.upload", str(run), "s3://results/sweep1"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    stored = {i.path: i for i in s3.get_file_info(fs.FileSelector("results/sweep1", recursive=True))
+              if i.type == fs.FileType.File}
+    assert sorted(stored) == ["results/sweep1/metrics.csv", "results/sweep1/shards/job/part-0.parquet"]
+    with s3.open_input_file("results/sweep1/shards/job/part-0.parquet") as handle:
+        assert handle.read() == b"\x00PAR1"
+    missing = subprocess.run([sys.executable, "-m", "prefray.upload", str(tmp_path / "nope"), "s3://results/x"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
 @contextmanager
