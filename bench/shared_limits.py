@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,10 +59,11 @@ def main() -> None:
                 if proc.returncode != 0:
                     raise SystemExit(f"launch failed:\n{out}")
             server = stats(port)
+        generation = [r for run in runs for r in rows(run) if r["stage"] == "generate"]
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait()
-    generation = [r for run in runs for r in rows(run) if r["stage"] == "generate"]
+        shutil.rmtree(work, ignore_errors=True)
     span = max(r["finished_at"] for r in generation) - min(r["started_at"] for r in generation)
     bound = len(generation) / (args.rpm / 60)
     print(f"two launches at once, {len(generation)} generation calls at a shared {args.rpm:.0f} rpm "
