@@ -87,8 +87,9 @@ def test_rate_headers_of_both_providers_are_read():
 
 
 def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server, tmp_path):
-    """The server allows rpm/60 requests in any one-second window; the old one-second burst broke it."""
-    server = make_fake_server("--rpm", "600", "--strict-window", "1", "--latency", "0.05")
+    """The server allows 50 requests in any five-second window (600 rpm); a one-second burst allowance
+    at the start (10 at once, then 10 a second: 60 in the first five seconds) breaks it."""
+    server = make_fake_server("--rpm", "600", "--strict-window", "5", "--latency", "0.05")
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
             *server.model_overrides(), "model.rpm=600", "judge.rpm=600", f"run.dir={run}")

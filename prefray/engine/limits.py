@@ -36,7 +36,7 @@ from prefray.engine.rate_headers import RateHeaders, read_rate_headers
 # Window for the input-token bucket: large enough to admit one long prompt at once.
 TOKEN_WINDOW_S = 6.0
 # Pace a little under the limit: clocks and network jitter must not push a window over it.
-PACE_MARGIN = 0.99
+PACE_MARGIN = 0.98
 # In-flight calls kept above rate × latency, so a slow answer does not idle the lane.
 LITTLE_MARGIN = 1.25
 LATENCY_SMOOTHING = 0.2

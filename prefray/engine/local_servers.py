@@ -40,8 +40,12 @@ def with_port(base_url: str, port: int) -> str:
 
 
 def served_spec(spec: ModelSpec, base_url: str) -> ModelSpec:
-    """The model as this run reaches it: its configured base_url resolved to the server's own."""
-    return spec if spec.base_url == base_url else replace(spec, base_url=base_url)
+    """The model as this run reaches it: its configured base_url on the port the server answers on.
+
+    Only the port is taken from the server: two models of one server may use different paths (an
+    OpenAI-style `/v1` and an Anthropic-style root)."""
+    resolved = with_port(spec.base_url, host_port(base_url)[1])
+    return spec if spec.base_url == resolved else replace(spec, base_url=resolved)
 
 
 def free_port(host: str) -> int:
