@@ -1,8 +1,11 @@
-"""`python -m prefray.plan [-m] [overrides...]` — what a launch with the same overrides would cost.
+"""`python -m prefray.plan [-m] [overrides...] [--csv FILE]` — what a launch with the same overrides would cost.
 
-Prints (and with `--csv PATH` also writes), per model and stage: calls, cached answers, estimated input/output tokens, estimated and
-maximum cost, and the lower bound on minutes set by the model's rate limits. Sends nothing and
-writes nothing; missing API keys are reported but do not stop an estimate.
+Prints (and with `--csv FILE` also writes), per benchmark, evaluated model option and stage: who
+answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the
+output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
+endpoint and model id) the calls, limits and lower bound on minutes, and the sweep's overall bound
+(the slowest lane). Values are printed in full: wrapped on a terminal, plain aligned columns when
+piped. Sends nothing and writes nothing; missing API keys are reported but do not stop an estimate.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         argv, csv_path = split_csv_flag(list(sys.argv[1:] if argv is None else argv))
+        if {"-h", "--help"} & set(argv):
+            print(__doc__)  # then the launch's help: the same overrides, groups and settings
         _, configs, jobs, benchmarks = plan(argv)
         run_dir = run_dir_of(configs)
     except SweepError as exc:
