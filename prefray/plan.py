@@ -4,7 +4,7 @@ Prints (and with `--csv FILE` also writes), per benchmark, evaluated model optio
 answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the
 output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
 endpoint and model id) the calls, limits and lower bound on minutes, and the sweep's overall bound
-(the slowest lane). Values are printed in full: wrapped on a terminal, plain aligned columns when
+(the slowest lane), and how many jobs per benchmark (conditions × models) with their judges. Values are printed in full: wrapped on a terminal, plain aligned columns when
 piped. Sends nothing and writes nothing; missing API keys are reported but do not stop an estimate.
 """
 
@@ -28,6 +28,7 @@ def split_csv_flag(argv: list[str]) -> tuple[list[str], str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     from prefray.engine.estimate import print_estimate, simulate, summarize, write_estimate_csv
+    from prefray.engine.estimate_table import jobs_line
     from prefray.engine.preflight import load_datasets, missing_keys
     from prefray.engine.session import SweepOptions
 
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = simulate(jobs, benchmarks, instances, run_dir, settings)
     lines = summarize(rows, jobs)
     print_estimate(lines)
+    print(jobs_line(jobs))
     if csv_path:
         write_estimate_csv(lines, csv_path)
     keys = missing_keys(jobs)

@@ -46,6 +46,7 @@ class EstimateLine:
     answered_by: str      # the option answering the stage: the evaluated model, the judge or a role model
     role: str             # subject (the evaluated model) or the scoring role (judge, matcher, ...)
     judge: str            # the job's judge
+    conditions: str = ""  # the conditions whose calls this row counts, comma-separated
     calls: int = 0
     cached: int = 0
     input_tokens: int = 0
@@ -133,6 +134,7 @@ def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
     for job in jobs:
         judges.setdefault((job.benchmark, job.model.name), set()).add(job.roles["judge"].name)
     lines: dict[tuple[str, str, str, str], EstimateLine] = {}
+    conditions: dict[tuple[str, str, str, str], set[str]] = {}
     lane_specs: dict[str, dict[str, ModelSpec]] = {}
     for row in rows.to_pylist():
         spec = _answering_spec(specs, row)
@@ -141,7 +143,10 @@ def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
             judge = ",".join(sorted(judges[(row["benchmark"], row["model"])]))
             lines[key] = EstimateLine(*key[:3], spec.name, row["role"], judge, lane=lane_name(spec))
             lane_specs.setdefault(lane_name(spec), {})[spec.name] = spec
+        conditions.setdefault(key, set()).add(row["condition"])
         _add(lines[key], spec, row)
+    for key, names in conditions.items():
+        lines[key].conditions = ",".join(sorted(names))
     _bound_lanes(list(lines.values()), lane_specs)
     return sorted(lines.values(), key=lambda x: (x.benchmark, x.model, x.stage, x.answered_by))
 

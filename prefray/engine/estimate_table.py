@@ -7,9 +7,10 @@ import csv
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    from prefray.engine.benchmark import Job
     from prefray.engine.estimate import EstimateLine
 
 ROW_COLUMNS = ["benchmark", "model", "stage", "answered_by", "judge", "calls", "cached", "input_tokens",
@@ -37,6 +38,17 @@ def lane_rows(lines: list[EstimateLine]) -> list[dict[str, Any]]:
                      "calls": sum(x.calls for x in mine), "input_tokens": sum(x.input_tokens for x in mine),
                      "rpm": mine[0].lane_rpm, "tpm": mine[0].lane_tpm, "min_minutes": mine[0].min_minutes})
     return sorted(rows, key=lambda r: (-r["min_minutes"], r["lane"]))
+
+
+def jobs_line(jobs: Sequence[Job]) -> str:
+    """How many jobs the plan covers, per benchmark: conditions × models, and the judges."""
+    parts = []
+    for benchmark in sorted({j.benchmark for j in jobs}):
+        mine = [j for j in jobs if j.benchmark == benchmark]
+        judges = ",".join(sorted({j.roles["judge"].name for j in mine}))
+        parts.append(f"{benchmark} {len({j.condition for j in mine})} conditions × "
+                     f"{len({j.model.name for j in mine})} models, judge {judges}")
+    return f"{len(jobs)} jobs (benchmark × condition × model): " + "; ".join(parts)
 
 
 def totals(lines: list[EstimateLine]) -> str:
