@@ -3,9 +3,9 @@
 Prints (and with `--csv FILE` also writes), per benchmark, evaluated model option and stage: who
 answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the
 output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
-endpoint and model id) the calls, limits and lower bound on minutes, and the sweep's overall bound
-(the slowest lane), and how many jobs per benchmark (conditions × models) with their judges. Values are printed in full: wrapped on a terminal, plain aligned columns when
-piped. Sends nothing and writes nothing; missing API keys are reported but do not stop an estimate.
+endpoint and model id) the calls, limits and lower bound on minutes; the sweep's overall bound
+(the slowest lane); and the jobs per benchmark (conditions × models) with their judges. Values
+are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and writes nothing; missing API keys are reported but do not stop an estimate.
 """
 
 from __future__ import annotations
