@@ -5,7 +5,8 @@ answers the stage and the job's judge, calls, cached answers, estimated input/ou
 output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
 endpoint and model id) the calls, limits and lower bound on minutes; the sweep's overall bound
 (the slowest lane); and the jobs per benchmark (conditions × models) with their judges. Values
-are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and writes nothing; missing API keys are reported but do not stop an estimate.
+are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and
+writes nothing; missing API keys are reported but do not stop an estimate.
 """
 
 from __future__ import annotations
