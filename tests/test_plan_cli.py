@@ -96,7 +96,7 @@ def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
         rpm, tpm = float(mine[0]["lane_rpm"]), float(mine[0]["lane_tpm"])
         bounds[lane] = max(calls / rpm, tokens / tpm)
         assert all(float(r["min_minutes"]) == pytest.approx(bounds[lane]) for r in mine)
-    assert f"no less than {max(bounds.values()):.1f} min" in done.stdout
+    assert f"no less than {max(bounds.values()):.2f} min" in done.stdout
 
 
 def test_piped_plan_prints_full_values(suite_plan):

@@ -17,13 +17,18 @@ ROW_COLUMNS = ["benchmark", "model", "stage", "answered_by", "judge", "calls", "
                "output_tokens", "output_budget", "cost_usd", "max_cost_usd"]
 LANE_COLUMNS = ["lane", "answered_by", "calls", "input_tokens", "rpm", "tpm", "min_minutes"]
 TEXT_COLUMNS = {"benchmark", "model", "stage", "answered_by", "judge", "lane"}
+# Short headers for the terminal table, so the room goes to the values (which wrap, never get cut).
+SHORT = {"answered_by": "by", "input_tokens": "in_tok", "output_tokens": "out_tok", "output_budget": "budget",
+         "cost_usd": "usd", "max_cost_usd": "max_usd", "min_minutes": "min_minutes"}
 
 
 def _cell(value: Any, column: str) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.1f}" if column in ("min_minutes", "rpm", "tpm") else f"{value:.4f}"
+        if column in ("rpm", "tpm"):
+            return f"{value:g}"
+        return f"{value:.2f}" if column == "min_minutes" else f"{value:.4f}"
     return str(value)
 
 
@@ -46,8 +51,9 @@ def jobs_line(jobs: Sequence[Job]) -> str:
     for benchmark in sorted({j.benchmark for j in jobs}):
         mine = [j for j in jobs if j.benchmark == benchmark]
         judges = ",".join(sorted({j.roles["judge"].name for j in mine}))
-        parts.append(f"{benchmark} {len({j.condition for j in mine})} conditions × "
-                     f"{len({j.model.name for j in mine})} models, judge {judges}")
+        conditions, models = len({j.condition for j in mine}), len({j.model.name for j in mine})
+        parts.append(f"{benchmark} {conditions} condition{'s' * (conditions != 1)} × "
+                     f"{models} model{'s' * (models != 1)}, judge {judges}")
     return f"{len(jobs)} jobs (benchmark × condition × model): " + "; ".join(parts)
 
 
@@ -58,7 +64,7 @@ def totals(lines: list[EstimateLine]) -> str:
     bound = max((x.min_minutes for x in lines), default=0.0)
     return (f"total: {sum(x.calls for x in lines)} calls, ~{cost:.4f} USD (at most {ceiling:.4f} USD), of which "
             f"scoring (judge and role models) {sum(x.calls for x in scoring)} calls, "
-            f"~{sum(x.cost_usd for x in scoring):.4f} USD; rate limits allow no less than {bound:.1f} min "
+            f"~{sum(x.cost_usd for x in scoring):.4f} USD; rate limits allow no less than {bound:.2f} min "
             "(the slowest lane)")
 
 
@@ -74,11 +80,13 @@ def _plain(title: str, columns: list[str], rows: list[dict[str, Any]]) -> str:
 
 
 def _rich(console: Any, title: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     for column in columns:
-        table.add_column(column, justify="left" if column in TEXT_COLUMNS else "right", overflow="fold")
+        table.add_column(SHORT.get(column, column), justify="left" if column in TEXT_COLUMNS else "right",
+                         overflow="fold", no_wrap=column not in TEXT_COLUMNS)
     for row in rows:
         table.add_row(*(_cell(row[c], c) for c in columns))
     console.print(table)
