@@ -12,6 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.store import latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
@@ -29,7 +30,10 @@ def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: 
             continue
         part = rows.filter(pc.equal(rows["benchmark"], name))
         tables.append(benchmarks[name].metrics(part, settings.get(name, {})).cast(METRIC_SCHEMA))
-    table = pa.concat_tables(tables)
+    return sort_metrics(pa.concat_tables(tables))
+
+
+def sort_metrics(table: pa.Table) -> pa.Table:
     return table.sort_by([("benchmark", "ascending"), ("model", "ascending"), ("condition", "ascending"),
                           ("judge", "ascending"), ("metric", "ascending")])
 
@@ -66,18 +70,16 @@ def ledger(rows: pa.Table) -> pa.Table:
     return grouped.sort_by([(k, "ascending") for k in LEDGER_KEYS])
 
 
-def cell_completeness(calls: pa.Table) -> dict[tuple[str, str, str], int]:
-    """Units not ok (failed or skipped) per benchmark × model × condition."""
-    missing: dict[tuple[str, str, str], int] = {}
-    for row in calls.to_pylist():
-        key = (row["benchmark"], row["model"], row["condition"])
-        missing[key] = missing.get(key, 0) + row["failed"] + row["skipped"]
-    return missing
-
-
-def with_completeness(metrics: pa.Table, calls: pa.Table) -> pa.Table:
-    missing = cell_completeness(calls)
-    counts = [missing.get((b, m, c), 0) for b, m, c in zip(
+def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
+    """Mark each metric row with its cell's units that got no answer (failure policy: excluded,
+    the cell is incomplete until a rerun answers them). A metric row whose condition is no job of
+    its own (a benchmark that splits one job's results by condition, or fits across conditions)
+    takes the count of every job of its benchmark × model."""
+    missing = no_answer_units(best)
+    per_model: dict[tuple[str, str], int] = {}
+    for (benchmark, model, _), count in missing.items():
+        per_model[(benchmark, model)] = per_model.get((benchmark, model), 0) + count
+    counts = [missing[(b, m, c)] if (b, m, c) in missing else per_model.get((b, m), 0) for b, m, c in zip(
         *(metrics[k].to_pylist() for k in ("benchmark", "model", "condition")))]
     return metrics.append_column("incomplete_units", pa.array(counts, pa.int64())).append_column(
         "complete", pa.array([n == 0 for n in counts], pa.bool_()))
@@ -94,7 +96,8 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     all_rows = read_rows(run_dir)
     best = latest_attempts(all_rows)
     calls = summarize_calls(best)
-    metrics = with_completeness(compute_metrics(best, benchmarks, settings), calls)
+    metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
+    metrics = with_completeness(sort_metrics(metrics), best)
     costs = ledger(all_rows)
     agreement = judge_agreement(judge_values(best))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))

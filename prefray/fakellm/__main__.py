@@ -24,6 +24,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--faults", default="429,500,malformed",
                         help=f"comma-separated fault kinds among {','.join(FAULT_KINDS)}")
     parser.add_argument("--timeout-fault-seconds", type=float, default=30.0)
+    parser.add_argument("--strict-window", type=float, default=None,
+                        help="enforce --rpm as a sliding window of this many seconds (no burst allowance)")
+    parser.add_argument("--context-tokens", type=int, default=None,
+                        help="refuse prompts above this many input tokens (HTTP 400, context length exceeded)")
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     unknown = [k for k in faults if k not in FAULT_KINDS]
@@ -32,7 +36,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     limited = tuple(m for m in args.limit_models.split(",") if m)
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
-                          timeout_fault_s=args.timeout_fault_seconds)
+                          timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
+                          strict_window_s=args.strict_window)
     return args.host, args.port, options
 
 

@@ -7,6 +7,9 @@ Rule (tests rely on it to compute expected metrics independently):
            sha256(f"{key}/{P}") has an odd first byte; integers and numbers fall in
            [minimum, maximum] (default 1..10), numbers in steps of 0.5; arrays have
            minItems..maxItems items (at most minItems + 3); strings are "fake-<hex>" or an enum value.
+  length = an answer longer than the request's output budget (max_tokens or max_completion_tokens,
+           at four characters a token) is cut to budget × 4 characters and ends with finish reason
+           "length" (Anthropic: stop reason "max_tokens").
 """
 
 from __future__ import annotations
