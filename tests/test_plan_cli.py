@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.engine.budget import max_output_tokens
-from prefray.engine.runner import final_request
+from prefray.engine.output_budget import final_request
 from prefray.engine.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from prefray.launch import compose_judge, conf_dir
@@ -85,7 +85,7 @@ def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     judge = ModelSpec.from_config(compose_judge(["judge=gpt-5.1"], CONF))
     irp = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "prisk_irp.yaml").judge_params)
     scored = {int(r["output_budget"]) for r in rows if r["benchmark"] == "prisk_irp" and r["role"] == "judge"}
-    assert scored == {budget(judge, irp)}
+    assert scored == {budget(judge, irp)} == {512}  # PRISK's judge: max_tokens=512
     # each lane's bound: its calls / rpm or input tokens / tpm, over every row on it; the sweep's is the largest
     lanes: dict[str, list[dict]] = {}
     for row in rows:

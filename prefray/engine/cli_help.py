@@ -11,7 +11,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from prefray.engine.sweep import (_defaults, all_options, benchmark_conditions, group_options, paper_judge,
+from prefray.engine.sweep import (all_options, benchmark_conditions, default_options, group_options, paper_judge,
                                   served_by_prefray)
 
 ENTRY_POINTS = ("plan", "rerun", "rejudge", "view")
@@ -41,7 +41,7 @@ def _conditions(conf: Path, benchmarks: list[str]) -> str:
 
 
 def groups(conf: Path) -> list[str]:
-    defaults = _defaults(conf)
+    defaults = default_options(conf)
     benchmarks = group_options(conf, "benchmark")
     lines = ["config groups (group=option; with -m: group=a,b, group=glob(pattern), group=all):"]
     lines += _wrap(f"benchmark: {', '.join(benchmarks)} (default: {defaults.get('benchmark')})")

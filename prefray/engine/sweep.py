@@ -109,7 +109,8 @@ def default_judge(conf_dir: Path, benchmark: str, model: str) -> str:
     return judge
 
 
-def _defaults(conf_dir: Path) -> dict[str, str]:
+def default_options(conf_dir: Path) -> dict[str, str]:
+    """The option each group gets from `conf/config.yaml`'s defaults list (groups set to null left out)."""
     cfg = OmegaConf.load(conf_dir / "config.yaml")
     chosen: dict[str, str] = {}
     for entry in cfg.get("defaults", []):
@@ -152,7 +153,7 @@ def _parse(overrides: list[str], conf_dir: Path, multirun: bool) -> _Selection:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
         raise SweepError(f"cannot read overrides: {exc}") from None
-    selection = _Selection({g: [v] for g, v in _defaults(conf_dir).items() if g in GROUPS}, set(), False, [])
+    selection = _Selection({g: [v] for g, v in default_options(conf_dir).items() if g in GROUPS}, set(), False, [])
     for override in parsed:
         key = override.key_or_group
         if key in GROUPS and not (override.is_add() or override.is_delete()):
