@@ -29,7 +29,7 @@ def split_csv_flag(argv: list[str]) -> tuple[list[str], str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     from prefray.engine.estimate import print_estimate, simulate, summarize, write_estimate_csv
-    from prefray.engine.estimate_table import jobs_line
+    from prefray.engine.estimate_table import jobs_line, print_tier_lines
     from prefray.engine.preflight import load_datasets, missing_keys
     from prefray.engine.session import SweepOptions
 
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = summarize(rows, jobs)
     print_estimate(lines)
     print(jobs_line(jobs))
+    from prefray.engine.batch.plan import tier_lines  # cost in both tiers, expected latency
+
+    print_tier_lines(tier_lines(rows, jobs))
     if csv_path:
         write_estimate_csv(lines, csv_path)
     keys = missing_keys(jobs)

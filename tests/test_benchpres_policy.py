@@ -102,3 +102,27 @@ def test_completeness_delta_is_paired_per_instance_and_sample():
     (value, n, excluded), = [(r["value"], r["n"], r["excluded"]) for r in completeness_metrics(only_baseline, "no_preferences")
                              if r["metric"] == "completeness_delta"]
     assert math.isnan(value) and (n, excluded) == (0, 1)
+
+
+def test_unit_scores_cluster_decisions_by_profile_and_average_to_the_rates():
+    import pyarrow as pa
+
+    from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, misapplication_rate
+    from prefray.benchmarks.benchpres.units import unit_score_table
+
+    cell = {"model": "m", "condition": "default", "judge": "j", "category": "tone", "domain": "d", "evidence": ""}
+    decisions = pa.Table.from_pylist([
+        {**cell, "instance_id": "ana-1", "sample": 0, "item": "0", "g": False, "z": True},
+        {**cell, "instance_id": "ana-2", "sample": 0, "item": "0", "g": False, "z": False},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "0", "g": False, "z": False},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "1", "g": True, "z": True},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "2", "g": True, "z": None},   # excluded
+    ], schema=DECISION_SCHEMA)
+    scores = pa.Table.from_pylist([{"model": "m", "condition": "default", "judge": "j", "instance_id": "ana-1",
+                                    "sample": 0, "score": 4}], schema=SCORE_SCHEMA)
+    table = unit_score_table(decisions, scores, {"ana-1": "Ana", "ana-2": "Ana", "bo-1": "Bo"}).to_pylist()
+    mr = [r for r in table if r["metric"] == "MR"]
+    assert [(r["cluster"], r["value"]) for r in mr] == [("Ana", 1.0), ("Ana", 0.0), ("Bo", 0.0)]
+    assert sum(r["value"] for r in mr) / len(mr) == misapplication_rate(decisions)[0] == 1 / 3
+    assert [(r["metric"], r["cluster"], r["value"]) for r in table if r["metric"] != "MR"] == \
+        [("AAR", "Bo", 1.0), ("completeness", "Ana", 4.0)]

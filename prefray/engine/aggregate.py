@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
+from prefray.engine.stats import add_intervals
 from prefray.engine.store import latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
@@ -86,9 +87,10 @@ def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
 
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
-                  budget_usd: float | None = None, quiet: bool = False, plots: bool = True) -> pa.Table:
-    """Write metrics.{csv,parquet,md}, calls.csv, costs.csv, judge_agreement.csv and plots/*.png;
-    print a summary."""
+                  budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
+                  seed: int = 0) -> pa.Table:
+    """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
+    calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
     from prefray.engine.agreement import judge_agreement, judge_values
     from prefray.engine.report import print_summary, render_markdown
 
@@ -98,15 +100,16 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     calls = summarize_calls(best)
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
+    metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
     costs = ledger(all_rows)
     agreement = judge_agreement(judge_values(best))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
     if plots:
-        from prefray.engine.plots import write_plots
+        from prefray.engine.plots import figure_specs, write_plots
 
-        write_plots(run_dir, metrics)
+        write_plots(run_dir, metrics, figure_specs(benchmarks))
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")

@@ -54,6 +54,7 @@ class EstimateLine:
     output_budget: int = 0  # max output tokens sent per call (the runner's final_request); stage's largest
     cost_usd: float = 0.0
     max_cost_usd: float = 0.0
+    tier: str = "interactive"  # the answering model's tier (batch-tier calls wait for no rate limit)
     lane: str = ""        # where rate limits apply: provider endpoint and model id
     lane_rpm: float | None = None
     lane_tpm: float | None = None
@@ -118,9 +119,10 @@ def _answering_spec(specs: dict[tuple[str, str, str, str], ModelSpec], row: dict
 
 
 def lane_name(spec: ModelSpec) -> str:
-    """Provider endpoint and model id: what a gateway rate-limits as one lane."""
+    """Provider endpoint and model id: what a gateway rate-limits as one lane (batch-tier calls
+    go through the provider's batch API instead, a lane of their own)."""
     host = urlparse(spec.base_url).netloc if spec.base_url else f"{spec.provider} API"
-    return f"{host} {spec.model_id}"
+    return f"{host} {spec.model_id}" + (" (batch tier)" if spec.tier == "batch" else "")
 
 
 def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
@@ -141,7 +143,8 @@ def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
         key = (row["benchmark"], row["model"], row["stage"], spec.name)
         if key not in lines:
             judge = ",".join(sorted(judges[(row["benchmark"], row["model"])]))
-            lines[key] = EstimateLine(*key[:3], spec.name, row["role"], judge, lane=lane_name(spec))
+            lines[key] = EstimateLine(*key[:3], spec.name, row["role"], judge, tier=spec.tier,
+                                      lane=lane_name(spec))
             lane_specs.setdefault(lane_name(spec), {})[spec.name] = spec
         conditions.setdefault(key, set()).add(row["condition"])
         _add(lines[key], spec, row)
@@ -171,12 +174,19 @@ def _bound_lanes(lines: list[EstimateLine], lane_specs: dict[str, dict[str, Mode
         # The largest limit among the lane's options: the bound must hold whichever one the gateway uses.
         rpm = max((s.rpm for s in by_name.values() if s.rpm), default=None)
         tpm = max((s.tpm for s in by_name.values() if s.tpm), default=None)
-        bound = min_minutes(rpm, tpm, sum(x.calls for x in mine), sum(x.input_tokens for x in mine))
+        calls, tokens = sum(x.calls for x in mine), sum(x.input_tokens for x in mine)
+        batch = any(s.tier == "batch" for s in by_name.values())  # answered within the batch window instead
+        bound = 0.0 if batch else lane_minutes(rpm, tpm, calls, tokens)
         for line in mine:
             line.lane_rpm, line.lane_tpm, line.min_minutes = rpm, tpm, bound
 
 
-def min_minutes(rpm: float | None, tpm: float | None, calls: int, input_tokens: int) -> float:
+def min_minutes(spec: ModelSpec, calls: int, input_tokens: int) -> float:
+    """Lower bound on the minutes one model's calls take under its rate limits."""
+    return lane_minutes(spec.rpm, spec.tpm, calls, input_tokens)
+
+
+def lane_minutes(rpm: float | None, tpm: float | None, calls: int, input_tokens: int) -> float:
     """Lower bound on the minutes a lane's calls take under its rate limits."""
     bounds = [0.0]
     if rpm:

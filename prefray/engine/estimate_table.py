@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 ROW_COLUMNS = ["benchmark", "model", "stage", "answered_by", "judge", "calls", "cached", "input_tokens",
                "output_tokens", "output_budget", "cost_usd", "max_cost_usd"]
 LANE_COLUMNS = ["lane", "answered_by", "calls", "input_tokens", "rpm", "tpm", "min_minutes"]
-TEXT_COLUMNS = {"benchmark", "model", "stage", "answered_by", "judge", "lane"}
+TEXT_COLUMNS = {"benchmark", "model", "stage", "answered_by", "judge", "lane", "tier", "expected_latency"}
 # Short headers for the terminal table, so the room goes to the values (which wrap, never get cut).
 SHORT = {"answered_by": "by", "input_tokens": "in_tok", "output_tokens": "out_tok", "output_budget": "budget",
          "cost_usd": "usd", "max_cost_usd": "max_usd", "min_minutes": "min_minutes"}
@@ -62,10 +62,12 @@ def totals(lines: list[EstimateLine]) -> str:
     ceiling = sum(x.max_cost_usd for x in lines)
     scoring = [x for x in lines if x.role != "subject"]
     bound = max((x.min_minutes for x in lines), default=0.0)
+    batch = " (batch-tier calls are answered within the batch window instead)" if any(
+        x.tier == "batch" for x in lines) else ""
     return (f"total: {sum(x.calls for x in lines)} calls, ~{cost:.4f} USD (at most {ceiling:.4f} USD), of which "
             f"scoring (judge and role models) {sum(x.calls for x in scoring)} calls, "
             f"~{sum(x.cost_usd for x in scoring):.4f} USD; rate limits allow no less than {bound:.2f} min "
-            "(the slowest lane)")
+            f"(the slowest lane){batch}")
 
 
 def _plain(title: str, columns: list[str], rows: list[dict[str, Any]]) -> str:
@@ -92,24 +94,40 @@ def _rich(console: Any, title: str, columns: list[str], rows: list[dict[str, Any
     console.print(table)
 
 
-def print_estimate(lines: list[EstimateLine], out: Any = None) -> None:
-    """Print the rows, the lanes and the totals; on a terminal as tables, otherwise as plain text."""
+def print_tables(parts: list[tuple[str, list[str], list[dict[str, Any]]]], footer: str, out: Any = None) -> None:
+    """(title, columns, rows) tables and a footer line; on a terminal as tables, otherwise plain text."""
     out = out or sys.stdout
-    rows = [asdict(line) for line in lines]
-    parts = [("prefray estimate (nothing sent): per benchmark, evaluated model option and stage", ROW_COLUMNS, rows),
-             ("time bound per provider lane (endpoint and model id, where rate limits apply)", LANE_COLUMNS,
-              lane_rows(lines))]
     if out.isatty():
         from rich.console import Console
 
         console = Console(file=out)
         for title, columns, table in parts:
             _rich(console, title, columns, table)
-        console.print(totals(lines))
+        console.print(footer)
         return
     for title, columns, table in parts:
         print(_plain(title, columns, table) + "\n", file=out)
-    print(totals(lines), file=out)
+    print(footer, file=out)
+
+
+def print_estimate(lines: list[EstimateLine], out: Any = None) -> None:
+    """Print the rows, the lanes and the totals."""
+    rows = [asdict(line) for line in lines]
+    print_tables([("prefray estimate (nothing sent): per benchmark, evaluated model option and stage", ROW_COLUMNS,
+                   rows),
+                  ("time bound per provider lane (endpoint and model id, where rate limits apply)", LANE_COLUMNS,
+                   lane_rows(lines))], totals(lines), out)
+
+
+def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
+    """The batch tier's view (engine/batch/plan.tier_lines): each model's cost in both tiers."""
+    columns = ["model", "tier", "calls", "interactive_usd", "batch_usd", "expected_latency"]
+    rows = [{**asdict(line), "batch_usd": "no batch API" if line.batch_usd is None else line.batch_usd}
+            for line in tier_lines]
+    chosen = sum(x.batch_usd if x.tier == "batch" and x.batch_usd is not None else x.interactive_usd
+                 for x in tier_lines)
+    print_tables([("cost by tier (estimated; the model's tier is the one a launch uses)", columns, rows)],
+                 f"in the configured tiers: ~{chosen:.4f} USD", out)
 
 
 def write_estimate_csv(lines: list[EstimateLine], path: str | Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from prefray.engine.aggregate import aggregate_run
+from prefray.engine.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.cache import ResponseCache, default_cache_path
 from prefray.engine.dispatch import Dispatcher, Gateways
@@ -109,6 +110,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
         settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
                                cache=cache, **(run_settings or {}))
         gateways = Gateways(budget=budget_actor(options.budget_usd))
+        gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
         crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
     if cache is not None:
         cache.close()

@@ -23,7 +23,6 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
-from scipy import stats
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
 
@@ -67,6 +66,7 @@ def _ratio(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSettings) -> tuple[float, float]:
+    from scipy import stats  # imported here: benchmarks import this module for Comparison alone
     result = stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=settings.n_resamples,
                              confidence_level=settings.confidence, method=settings.method,
                              rng=np.random.default_rng(settings.seed))

@@ -41,6 +41,12 @@ class ModelSpec:
     # Output tokens the model spends reasoning before its visible answer (see engine/output_budget.py).
     reasoning_tokens: int = 0
     serve: Literal["embedded", "fakellm"] | None = None
+    # How calls are sent: "interactive" (one HTTP call each) or "batch" (the provider's batch API,
+    # answered within 24 h at a lower price; see engine/batch/). `run.tier` overrides every model.
+    tier: Literal["interactive", "batch"] = "interactive"
+    # Share of the price saved at the batch tier (0.5 = half price); null = the endpoint offers no
+    # batch API, so `tier: batch` is refused for it.
+    batch_discount: float | None = None
 
     @property
     def endpoint_key(self) -> str:

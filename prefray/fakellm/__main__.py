@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from prefray.fakellm import batches
 from prefray.fakellm.server import FAULT_KINDS, FakeOptions, start
 
 
@@ -28,6 +29,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
                         help="enforce --rpm as a sliding window of this many seconds (no burst allowance)")
     parser.add_argument("--context-tokens", type=int, default=None,
                         help="refuse prompts above this many input tokens (HTTP 400, context length exceeded)")
+    batches.add_arguments(parser)
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     unknown = [k for k in faults if k not in FAULT_KINDS]
@@ -37,7 +39,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
-                          strict_window_s=args.strict_window)
+                          strict_window_s=args.strict_window,
+                          batch=batches.options_from(args))
     return args.host, args.port, options
 
 

@@ -1,8 +1,9 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
-faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
+GET /stats, GET /requests (the latest request bodies, for tests), POST /reset, and both batch APIs
+(batches.py). Answers come from `answers.py`; limits answer 429 with retry-after; faults (429, 500,
+malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 from aiohttp import web
 
 from prefray.fakellm import answers
+from prefray.fakellm.batches import BatchOptions, FakeBatches
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
+REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 
 
 @dataclass
@@ -40,6 +43,7 @@ class FakeOptions:
     # Enforce rpm as a strict sliding window of this many seconds (at most rpm × window / 60 requests
     # in any window), as strict providers do; None = a token bucket with one second of burst.
     strict_window_s: float | None = None
+    batch: BatchOptions = field(default_factory=BatchOptions)  # batch APIs (batches.py)
 
 
 class TokenBucket:
@@ -117,9 +121,11 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
+        self.batches = FakeBatches(self)  # OpenAI files/batches and Anthropic message batches
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -152,7 +158,8 @@ class FakeProvider:
         return wait
 
     async def _admit(self, body: dict[str, Any], input_tokens: int, anthropic: bool = False) -> web.Response | None:
-        """Count the request; return an error response if a limit or fault applies."""
+        """Count (and log) the request; return an error response if a limit or fault applies."""
+        self.request_log.append(body)
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
         budget = _output_budget(body)
@@ -222,6 +229,11 @@ class FakeProvider:
         if refusal is not None:
             return refusal
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+        refused = _refused_keyword(schema)
+        if refused is not None:  # as Anthropic does: its structured output has no such keyword
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                      "message": f"output_config.format.schema: property '{refused}' is not supported"}},
+                                     status=400)
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
@@ -271,11 +283,16 @@ class FakeProvider:
         self.stats.structured_requests += schema is not None
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.stats.as_json())
+        return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
+
+    async def get_requests(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.request_log))
 
     async def reset(self, request: web.Request) -> web.Response:
         self.stats = Stats()
+        self.request_log.clear()
         self.seen.clear()
+        self.batches.reset()
         return web.json_response({"reset": True})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -291,8 +308,10 @@ class FakeProvider:
             web.post("/v1/messages", self.messages),
             web.get("/v1/models", self.models),
             web.get("/stats", self.get_stats),
+            web.get("/requests", self.get_requests),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
+            *self.batches.routes(),
         ])
         return app
 
@@ -301,6 +320,23 @@ def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
+    return None
+
+
+def _refused_keyword(schema: Any) -> str | None:
+    """The first keyword Anthropic's structured output refuses in `schema`, if any."""
+    from prefray.engine.providers.schema_subset import REFUSED
+
+    if isinstance(schema, list):
+        return next((k for k in map(_refused_keyword, schema) if k), None)
+    if not isinstance(schema, dict):
+        return None
+    for key, value in schema.items():
+        if key in REFUSED or (key == "minItems" and isinstance(value, int) and value > 1):
+            return key
+        found = _refused_keyword(list(value.values()) if key == "properties" else value)
+        if found:
+            return found
     return None
 
 

@@ -18,8 +18,11 @@ from prefray.benchmarks.benchpres.render import context_key, memory_layout
 from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_of, parse_score,
                                                   parse_verdict)
 from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, failure_counts, unmapped_contexts
+from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
+from prefray.engine.plots import ScatterSpec
 from prefray.engine.prompts import check_prompt_overrides, read_prompt
+from prefray.engine.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -42,6 +45,12 @@ def completeness_messages(recipient: str, task: str, response: str,
 
 class BenchPreS:
     name = "benchpres"
+    # The paper's main figure: misapplication against appropriate application, per model × condition.
+    figures = [ScatterSpec(x="AAR", y="MR", title="BenchPreS: MR against AAR")]
+    # Paired differences on the same profiles (defense − default; preferences − none for completeness).
+    comparisons = [Comparison("condition", "defense", "default"), Comparison("condition", "default", "no_preferences"),
+                   Comparison("model", "gpt-5.2-reasoning", "gpt-5.2"),
+                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct")]
 
     def load(self, job: Job) -> Sequence[Instance]:
         problems = check_prompt_overrides(PROMPTS, job.settings)
@@ -94,6 +103,10 @@ class BenchPreS:
             units.append(WorkUnit(inst.instance_id, request, sample=row["sample"], meta={"domain": inst.domain}))
         return units
 
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """Per-unit MR/AAR decisions and completeness scores, clustered by profile (for CIs)."""
+        return unit_score_table(decisions(rows), completeness_scores(rows), profiles_by_instance(rows))
+
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         baseline = str(settings.get("completeness_baseline") or "no_preferences")
         values = (benchpres_metrics(decisions(rows)) + completeness_metrics(completeness_scores(rows), baseline)
@@ -108,5 +121,5 @@ def _generation_meta(inst: Instance) -> dict[str, Any]:
         if p.category == "nickname":
             pref["nickname"] = nickname_of(p.statement)
         prefs.append(pref)
-    return {"domain": inst.domain, "context": context_key(inst.recipient, inst.task),
+    return {"domain": inst.domain, "profile": inst.name, "context": context_key(inst.recipient, inst.task),
             "context_known": inst.context_known, "preferences": prefs}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import anthropic
 
 from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.providers.schema_subset import anthropic_schema
 from prefray.engine.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
@@ -44,7 +46,7 @@ class AnthropicMessages:
         if request.seed is not None:
             extra.setdefault("seed", request.seed)
         if request.json_schema is not None:
-            body["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+            body["output_config"] = {"format": {"type": "json_schema", "schema": anthropic_schema(request.json_schema)}}
         body.update(params)
         if extra:
             body["extra_body"] = extra
@@ -57,6 +59,8 @@ class AnthropicMessages:
         async with sdk_errors(anthropic):
             raw = await self.client.messages.with_raw_response.create(**self._body(request))
             message = raw.parse()
+            if inspect.isawaitable(message):  # the async raw response parses asynchronously in some SDKs
+                message = await message
         return _reply(message, rate_headers_subset(raw.headers))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import openai
@@ -51,6 +52,8 @@ class OpenAIChat:
         async with sdk_errors(openai):
             raw = await self.client.chat.completions.with_raw_response.create(**self._body(request))
             completion = raw.parse()
+            if inspect.isawaitable(completion):  # the async raw response parses asynchronously in some SDKs
+                completion = await completion
         return _reply(completion, rate_headers_subset(raw.headers))
 
 
