@@ -462,3 +462,19 @@ def test_sweep_over_all_conditions_equals_independent_metrics_and_resumes(run_cl
     run_cli(*args)
     assert fake_server.stats()["requests"] == first["requests"]  # summaries included: nothing is re-sent
     assert (run_dir / "metrics.csv").read_text() == before
+
+
+def test_unit_scores_recompute_the_micro_averages_per_persona():
+    from prefray.benchmarks.cupid.units import persona_of
+
+    table = fixture_table()
+    units = BENCHMARK.unit_scores(table, {}).to_pylist()
+    metrics = {r["metric"]: r["value"] for r in BENCHMARK.metrics(table, {}).to_pylist()}
+    for name in ("precision", "recall", "alignment"):
+        values = [u["value"] for u in units if u["metric"] == name]
+        assert sum(values) / len(values) == pytest.approx(metrics[name])   # Σ hits ÷ Σ items, as reported
+    # the hand-counted items of the scored instances (see the test above): Σ k = 5, Σ t = 14
+    assert sum(u["metric"] == "precision" for u in units) == 5
+    assert sum(u["metric"] == "recall" for u in units) == 14
+    personas = {persona_of(i) for i in table["instance_id"].to_pylist()}
+    assert {u["cluster"] for u in units} <= personas and all("|" not in u["cluster"] for u in units)

@@ -33,19 +33,18 @@ class Gateways:
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
 
-    async def _ensure_local_server(self, spec: ModelSpec) -> None:
+    async def _served(self, spec: ModelSpec) -> ModelSpec:
+        """Start a locally served model's server once per run; the spec as this run reaches it."""
         from prefray.engine.gateway import on_this_node
-        from prefray.engine.local_servers import get_local_server, host_port
+        from prefray.engine.local_servers import get_local_server, host_port, served_spec
 
         address = host_port(spec.base_url)
         if address not in self.ready:
             server = self.servers[address] = get_local_server(spec.serve, spec.base_url, on_this_node())
             self.ready[address] = asyncio.ensure_future(server.ensure.remote())
-        await self.ready[address]
+        return served_spec(spec, await self.ready[address])
 
     async def for_model(self, spec: ModelSpec) -> Any:
-        if spec.serve:
-            await self._ensure_local_server(spec)
         handle = self.handles.get(spec.endpoint_key)
         if handle is None:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
@@ -57,6 +56,8 @@ class Gateways:
         started), which can re-send at most this batch."""
         from ray.exceptions import ActorUnavailableError, RayActorError
 
+        if spec.serve:
+            spec = await self._served(spec)
         for attempt in range(ACTOR_ATTEMPTS):
             gateway = await self.for_model(spec)
             try:

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from prefray.benchmarks.cupid.data import Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.metrics import cupid_metrics
+from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.benchmarks.cupid.prompting import (
     check_prompts, decompose_messages, generate_messages, infer_messages, judge_prompt, match_messages,
     rematch_message, render_log, render_session, summarize_messages,
@@ -31,6 +32,7 @@ from prefray.benchmarks.cupid.scoring import (
 )
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
+from prefray.engine.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 HISTORIES = ("all", "oracle", "none")
@@ -58,6 +60,9 @@ def parse_summary(text: str) -> dict[str, str]:
 # -- the benchmark ---------------------------------------------------------------------------
 class Cupid:
     name = "cupid"
+    # Paired differences on the same personas: what the oracle sessions and the summary change.
+    comparisons = [Comparison("condition", "oracle", "full"), Comparison("condition", "summary", "full"),
+                   Comparison("condition", "oracle_preference", "oracle")]
 
     def load(self, job: Job) -> Sequence[Instance]:
         mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)
@@ -223,6 +228,10 @@ class Cupid:
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         return metric_rows([{"benchmark": self.name, **r} for r in cupid_metrics(rows)])
+
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """Per-unit precision, recall and alignment, clustered by persona (for CIs)."""
+        return cupid_unit_scores(rows)
 
 
 def _params(ctx: StageContext, key: str) -> dict[str, Any]:
