@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, Job, load_benchmark
+from prefray.engine.cli_help import HelpWithOptions
 from prefray.engine.sweep import JobChoice, SweepError, expand
 from prefray.engine.types import ModelSpec
 
@@ -25,7 +26,7 @@ def conf_dir() -> Path:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m prefray.launch", description=__doc__)
+    parser = HelpWithOptions(conf_dir(), prog="python -m prefray.launch", description=__doc__)
     parser.add_argument("-m", "--multirun", action="store_true", help="run every combination of the sweep")
     parser.add_argument("--cfg", action="store_true", help="print the composed config of each job and exit")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=all condition=all limit=2")

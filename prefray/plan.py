@@ -1,7 +1,11 @@
-"""`python -m prefray.plan [-m] [overrides...]` — what a launch with the same overrides would cost.
+"""`python -m prefray.plan [-m] [overrides...] [--csv FILE]` — what a launch with the same overrides would cost.
 
-Prints (and with `--csv PATH` also writes), per model and stage: calls, cached answers, estimated input/output tokens, estimated and
-maximum cost, and the lower bound on minutes set by the model's rate limits. Sends nothing and
+Prints (and with `--csv FILE` also writes), per benchmark, evaluated model option and stage: who
+answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the
+output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
+endpoint and model id) the calls, limits and lower bound on minutes; the sweep's overall bound
+(the slowest lane); and the jobs per benchmark (conditions × models) with their judges. Values
+are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and
 writes nothing; missing API keys are reported but do not stop an estimate.
 """
 
@@ -25,11 +29,14 @@ def split_csv_flag(argv: list[str]) -> tuple[list[str], str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     from prefray.engine.estimate import print_estimate, simulate, summarize, write_estimate_csv
+    from prefray.engine.estimate_table import jobs_line, print_tier_lines
     from prefray.engine.preflight import load_datasets, missing_keys
     from prefray.engine.session import SweepOptions
 
     try:
         argv, csv_path = split_csv_flag(list(sys.argv[1:] if argv is None else argv))
+        if {"-h", "--help"} & set(argv):
+            print(__doc__)  # then the launch's help: the same overrides, groups and settings
         _, configs, jobs, benchmarks = plan(argv)
         run_dir = run_dir_of(configs)
     except SweepError as exc:
@@ -46,9 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = simulate(jobs, benchmarks, instances, run_dir, settings)
     lines = summarize(rows, jobs)
     print_estimate(lines)
-    from prefray.engine.batch.plan import print_tiers  # cost in both tiers, expected latency
+    print(jobs_line(jobs))
+    from prefray.engine.batch.plan import tier_lines  # cost in both tiers, expected latency
 
-    print_tiers(rows, jobs)
+    print_tier_lines(tier_lines(rows, jobs))
     if csv_path:
         write_estimate_csv(lines, csv_path)
     keys = missing_keys(jobs)

@@ -28,8 +28,9 @@ def test_every_option_composes_into_a_job():
     """Each benchmark × condition pair, each model and each judge, composed once (the full product
     is only expanded, in test_sweep_cli: composing thousands of jobs would add minutes)."""
     pairs = expand(["model=fake", "benchmark=all", "condition=all", "judge=fake"], CONF, multirun=True)
-    models = expand(["model=all", "judge=fake"], CONF, multirun=True)
-    judges = expand(["model=fake", "judge=all"], CONF, multirun=True)
+    # glob(*) is every option; `all` leaves out the models prefray serves itself (test_sweep_cli)
+    models = expand(["model=glob(*)", "judge=fake"], CONF, multirun=True)
+    judges = expand(["model=fake", "judge=glob(*)"], CONF, multirun=True)
     configs = compose_configs(pairs + models + judges, CONF)
     jobs = [build_job(cfg, CONF) for cfg in configs]
     assert {j.model.name for j in jobs} == set(group_options(CONF, "model"))
@@ -38,3 +39,10 @@ def test_every_option_composes_into_a_job():
     for cfg in configs:
         assert cfg["condition"]["name"] in cfg["benchmark"]["conditions"]
         assert cfg["benchmark"]["impl"]
+
+
+@pytest.mark.parametrize("benchmark", group_options(CONF, "benchmark"))
+def test_benchmark_names_an_evaluated_paper_judge(benchmark):
+    from prefray.engine.sweep import all_options, paper_judge
+
+    assert paper_judge(CONF, benchmark) in all_options(CONF, "judge")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 import pytest
+from omegaconf import OmegaConf
 
 from prefray.engine.sweep import SweepError, expand, group_options
 from prefray.launch import conf_dir
@@ -11,6 +12,10 @@ from tests.conftest import launch
 
 CONF = conf_dir()
 KEYED_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
+DOUBLES = {"fake", "fake-anthropic", "local"}
+# The judge each paper used (BenchPreS §4.1, CUPID App. A, PRISK judge model).
+PAPER_JUDGES = {"benchpres": "deepseek-r1", "cupid": "gpt-4o", "prisk_irp": "gpt-5.1", "prisk_narrowing": "gpt-5.1",
+                "prisk_sycophancy": "gpt-5.1"}
 
 
 def benchmark_conditions() -> dict[str, list[str]]:
@@ -19,18 +24,43 @@ def benchmark_conditions() -> dict[str, list[str]]:
     return {b: list(OmegaConf.load(CONF / "benchmark" / f"{b}.yaml").conditions) for b in group_options(CONF, "benchmark")}
 
 
-def test_all_expands_every_model_and_every_condition_of_each_benchmark():
-    jobs = expand(["model=all", "condition=all", "benchmark=all"], CONF, multirun=True)
-    models = group_options(CONF, "model")
-    assert "all" not in models and {"local", "fake", "fake-anthropic", "gpt-5.2"} <= set(models)
+def evaluated_models() -> list[str]:
+    """Model options prefray does not serve itself (read here straight from the YAML files)."""
+    return [m for m in group_options(CONF, "model")
+            if OmegaConf.load(CONF / "model" / f"{m}.yaml").get("serve") is None]
+
+
+def test_all_is_every_benchmark_condition_and_evaluated_model_with_its_paper_judge():
+    jobs = expand(["model=all", "condition=all"], CONF, multirun=True)
+    models = evaluated_models()
+    assert DOUBLES.isdisjoint(models) and {"gpt-5.2", "gpt-5.2-reasoning", "claude-sonnet-4.5"} <= set(models)
     expected = {(b, m, c) for b, conds in benchmark_conditions().items() for c in conds for m in models}
     assert {(j.benchmark, j.model, j.condition) for j in jobs} == expected
     assert len(jobs) == len(expected)
+    assert {(j.benchmark, j.judge) for j in jobs} == set(PAPER_JUDGES.items())
+
+
+def test_prefray_served_models_keep_their_own_judge_and_stay_selectable():
+    jobs = expand(["model=local,fake,fake-anthropic,gpt-4o", "benchmark=cupid"], CONF, multirun=True)
+    assert {j.model: j.judge for j in jobs} == {"local": "local", "fake": "fake", "fake-anthropic": "fake-anthropic",
+                                                "gpt-4o": "gpt-4o"}
+    assert {j.judge for j in expand(["model=fake,gpt-5.2", "judge=local"], CONF, multirun=True)} == {"local"}
+    judges = expand(["model=fake", "judge=all"], CONF, multirun=True)
+    assert {j.judge for j in judges} == set(PAPER_JUDGES.values())
+    assert [(j.benchmark, j.model, j.judge) for j in expand([], CONF, multirun=False)] == [("benchpres", "local", "local")]
+
+
+def test_a_condition_alone_selects_the_benchmarks_that_define_it():
+    jobs = expand(["condition=base"], CONF, multirun=True)
+    assert sorted(j.benchmark for j in jobs) == sorted(b for b, c in benchmark_conditions().items() if "base" in c)
+    with pytest.raises(SweepError, match="add -m"):
+        expand(["condition=base"], CONF, multirun=False)
 
 
 def test_narrowing_and_default_condition():
     jobs = expand(["model=local,fake", "benchmark=benchpres", "condition=default"], CONF, multirun=True)
-    assert sorted((j.model, j.condition) for j in jobs) == [("fake", "default"), ("local", "default")]
+    assert sorted((j.model, j.condition, j.judge) for j in jobs) == [("fake", "default", "fake"),
+                                                                     ("local", "default", "local")]
     only = expand(["benchmark=benchpres"], CONF, multirun=False)
     assert [(j.benchmark, j.condition) for j in only] == [("benchpres", "default")]
     globbed = expand(["model=glob(fake*)"], CONF, multirun=True)
@@ -60,7 +90,8 @@ def test_condition_of_another_benchmark_is_refused():
 def test_missing_keys_are_all_listed_and_nothing_is_written(tmp_path):
     run_dir = tmp_path / "never"
     env = {name: "" for name in KEYED_ENVS}
-    done = launch("-m", "model=all", "condition=all", f"run.dir={run_dir}", "limit=1", env=env, timeout=120)
+    # model=all on the default benchmark needs every provider's key (the judge's is OpenRouter's too)
+    done = launch("-m", "model=all", f"run.dir={run_dir}", "limit=1", env=env, timeout=120)
     assert done.returncode == 2, done.stderr
     for name in KEYED_ENVS:
         assert name in done.stderr

@@ -5,8 +5,12 @@ run directory, so it sees exactly the units a launch (or rerun) would send: resu
 response cache are honoured, and later stages are built from simulated answers of earlier ones.
 Tokens: input = characters / 4 plus a few per message (the same estimate the limiter uses);
 output = `run.estimate_output_ratio` × the request's max tokens (the maximum is shown too).
-The time bound per model is the larger of calls / rpm and input tokens / tpm: no schedule can
-finish sooner under the configured rate limits.
+
+Rows are keyed by benchmark, evaluated model option (not model id: two options of one model are
+two rows) and stage, and name who answers the stage and the job's judge. Rate limits apply per
+lane, one provider endpoint and model id (every option and stage on it shares the lane): a lane's
+time bound is the larger of its calls / rpm and input tokens / tpm, and the sweep's bound is the
+largest lane bound. No schedule can finish sooner under the configured rate limits.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,20 +33,32 @@ from prefray.engine.budget import call_cost, max_output_tokens
 from prefray.engine.dispatch import SimulatedGateways
 from prefray.engine.runner import RunSettings
 from prefray.engine.store import SHARD_SCHEMA
-from prefray.engine.types import ModelSpec
+from prefray.engine.types import ChatRequest, ModelSpec
 
 
 @dataclass
 class EstimateLine:
-    model: str
+    """One plan row: a benchmark's stage for one evaluated model option (all its conditions)."""
+
+    benchmark: str
+    model: str            # the evaluated model option (not its model id)
     stage: str
-    calls: int
-    cached: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    max_cost_usd: float
-    min_minutes: float
+    answered_by: str      # the option answering the stage: the evaluated model, the judge or a role model
+    role: str             # subject (the evaluated model) or the scoring role (judge, matcher, ...)
+    judge: str            # the job's judge
+    conditions: str = ""  # the conditions whose calls this row counts, comma-separated
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    output_budget: int = 0  # max output tokens sent per call (the runner's final_request); stage's largest
+    cost_usd: float = 0.0
+    max_cost_usd: float = 0.0
+    tier: str = "interactive"  # the answering model's tier (batch-tier calls wait for no rate limit)
+    lane: str = ""        # where rate limits apply: provider endpoint and model id
+    lane_rpm: float | None = None
+    lane_tpm: float | None = None
+    min_minutes: float = 0.0  # the lane's time bound (every row on that lane together)
 
 
 def _scratch_copy(run_dir: Path) -> tuple[Path, set[str]]:
@@ -84,78 +101,99 @@ def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _specs(jobs: Sequence[Job]) -> dict[tuple[str, str], ModelSpec]:
-    return {(s.provider, s.model_id): s for j in jobs for s in (j.model, *j.roles.values())}
+def _answering_specs(jobs: Sequence[Job]) -> dict[tuple[str, str, str, str], ModelSpec]:
+    """(benchmark, model option, role, judge column) → the spec that answers rows of that kind."""
+    specs: dict[tuple[str, str, str, str], ModelSpec] = {}
+    for job in jobs:
+        specs[(job.benchmark, job.model.name, "subject", "")] = job.model
+        for role, spec in job.roles.items():
+            specs[(job.benchmark, job.model.name, role, spec.name)] = spec
+    return specs
+
+
+def _answering_spec(specs: dict[tuple[str, str, str, str], ModelSpec], row: dict[str, Any]) -> ModelSpec:
+    key = (row["benchmark"], row["model"], row["role"], row["judge"])
+    if key in specs:
+        return specs[key]
+    return specs[(row["benchmark"], row["model"], "judge", row["judge"])]  # a role without a model of its own
+
+
+def lane_name(spec: ModelSpec) -> str:
+    """Provider endpoint and model id: what a gateway rate-limits as one lane (batch-tier calls
+    go through the provider's batch API instead, a lane of their own)."""
+    host = urlparse(spec.base_url).netloc if spec.base_url else f"{spec.provider} API"
+    return f"{host} {spec.model_id}" + (" (batch tier)" if spec.tier == "batch" else "")
 
 
 def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
-    specs = _specs(jobs)
-    lines: dict[tuple[str, str], EstimateLine] = {}
+    """Plan rows keyed by benchmark, evaluated model option and stage (and who answers it).
+
+    The output budget is read from each row's params: they are what the runner's `final_request`
+    made of the call (the one rule for stage params over the model's, within its cap).
+    """
+    specs = _answering_specs(jobs)
+    judges: dict[tuple[str, str], set[str]] = {}
+    for job in jobs:
+        judges.setdefault((job.benchmark, job.model.name), set()).add(job.roles["judge"].name)
+    lines: dict[tuple[str, str, str, str], EstimateLine] = {}
+    conditions: dict[tuple[str, str, str, str], set[str]] = {}
+    lane_specs: dict[str, dict[str, ModelSpec]] = {}
     for row in rows.to_pylist():
-        spec = specs[(row["provider"], row["model_id"])]
-        line = lines.setdefault((spec.name, row["stage"]), EstimateLine(spec.name, row["stage"], 0, 0, 0, 0, 0.0, 0.0, 0.0))
-        if row["cached"]:
-            line.cached += 1
-            continue
-        line.calls += 1
-        line.input_tokens += row["input_tokens"]
-        line.output_tokens += row["output_tokens"]
-        line.cost_usd += row["cost_usd"]
-        params = json.loads(row["params_json"])
-        line.max_cost_usd += call_cost(spec, row["input_tokens"], _max_tokens(params))
-    by_model: dict[str, list[EstimateLine]] = {}
-    for line in lines.values():
-        by_model.setdefault(line.model, []).append(line)
-    for name, model_lines in by_model.items():
-        spec = next(s for s in specs.values() if s.name == name)
-        minutes = min_minutes(spec, sum(x.calls for x in model_lines), sum(x.input_tokens for x in model_lines))
-        for line in model_lines:
-            line.min_minutes = minutes
-    return sorted(lines.values(), key=lambda x: (x.model, x.stage))
+        spec = _answering_spec(specs, row)
+        key = (row["benchmark"], row["model"], row["stage"], spec.name)
+        if key not in lines:
+            judge = ",".join(sorted(judges[(row["benchmark"], row["model"])]))
+            lines[key] = EstimateLine(*key[:3], spec.name, row["role"], judge, tier=spec.tier,
+                                      lane=lane_name(spec))
+            lane_specs.setdefault(lane_name(spec), {})[spec.name] = spec
+        conditions.setdefault(key, set()).add(row["condition"])
+        _add(lines[key], spec, row)
+    for key, names in conditions.items():
+        lines[key].conditions = ",".join(sorted(names))
+    _bound_lanes(list(lines.values()), lane_specs)
+    return sorted(lines.values(), key=lambda x: (x.benchmark, x.model, x.stage, x.answered_by))
 
 
-def _max_tokens(params: dict[str, Any]) -> int:
-    from prefray.engine.types import ChatRequest
+def _add(line: EstimateLine, spec: ModelSpec, row: dict[str, Any]) -> None:
+    budget = max_output_tokens(ChatRequest(messages=(), params=json.loads(row["params_json"])))
+    line.output_budget = max(line.output_budget, budget)
+    if row["cached"]:
+        line.cached += 1
+        return
+    line.calls += 1
+    line.input_tokens += row["input_tokens"]
+    line.output_tokens += row["output_tokens"]
+    line.cost_usd += row["cost_usd"]
+    line.max_cost_usd += call_cost(spec, row["input_tokens"], budget)
 
-    return max_output_tokens(ChatRequest(messages=(), params=params))
+
+def _bound_lanes(lines: list[EstimateLine], lane_specs: dict[str, dict[str, ModelSpec]]) -> None:
+    """Set every line's lane limits and the lane's time bound (calls of all its lines together)."""
+    for lane, by_name in lane_specs.items():
+        mine = [x for x in lines if x.lane == lane]
+        # The largest limit among the lane's options: the bound must hold whichever one the gateway uses.
+        rpm = max((s.rpm for s in by_name.values() if s.rpm), default=None)
+        tpm = max((s.tpm for s in by_name.values() if s.tpm), default=None)
+        calls, tokens = sum(x.calls for x in mine), sum(x.input_tokens for x in mine)
+        batch = any(s.tier == "batch" for s in by_name.values())  # answered within the batch window instead
+        bound = 0.0 if batch else lane_minutes(rpm, tpm, calls, tokens)
+        for line in mine:
+            line.lane_rpm, line.lane_tpm, line.min_minutes = rpm, tpm, bound
 
 
 def min_minutes(spec: ModelSpec, calls: int, input_tokens: int) -> float:
-    """Lower bound on the minutes this model's calls take under its rate limits."""
+    """Lower bound on the minutes one model's calls take under its rate limits."""
+    return lane_minutes(spec.rpm, spec.tpm, calls, input_tokens)
+
+
+def lane_minutes(rpm: float | None, tpm: float | None, calls: int, input_tokens: int) -> float:
+    """Lower bound on the minutes a lane's calls take under its rate limits."""
     bounds = [0.0]
-    if spec.rpm:
-        bounds.append(calls / spec.rpm)
-    if spec.tpm:
-        bounds.append(input_tokens / spec.tpm)
+    if rpm:
+        bounds.append(calls / rpm)
+    if tpm:
+        bounds.append(input_tokens / tpm)
     return max(bounds)
 
 
-def write_estimate_csv(lines: list[EstimateLine], path: str | Path) -> None:
-    import csv
-    from dataclasses import asdict, fields
-
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(EstimateLine)])
-        writer.writeheader()
-        writer.writerows(asdict(line) for line in lines)
-
-
-def print_estimate(lines: list[EstimateLine]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="prefray estimate (nothing sent)")
-    columns = ["model", "stage", "calls", "cached", "input_tokens", "output_tokens", "cost_usd", "max_cost_usd",
-               "min_minutes"]
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("model", "stage") else "right")
-    for line in lines:
-        values = [getattr(line, c) for c in columns]
-        table.add_row(*(f"{v:.4f}" if isinstance(v, float) else str(v) for v in values))
-    console = Console()
-    console.print(table)
-    total = sum(x.cost_usd for x in lines)
-    ceiling = sum(x.max_cost_usd for x in lines)
-    bound = max((x.min_minutes for x in lines), default=0.0)
-    console.print(f"total: {sum(x.calls for x in lines)} calls, ~{total:.4f} USD (at most {ceiling:.4f} USD); "
-                  f"rate limits allow no less than {bound:.1f} min")
+from prefray.engine.estimate_table import print_estimate, write_estimate_csv  # noqa: E402,F401

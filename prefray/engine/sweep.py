@@ -1,15 +1,24 @@
 """Command-line overrides → the list of jobs of a sweep, with Hydra's override grammar.
 
-`group=all` expands to every option of the group (there is no file named all); `group=a,b` and
-`group=glob(...)` work as in Hydra. Conditions belong to benchmarks: `condition=all` means every
-condition each selected benchmark defines; an explicit condition that no selected benchmark
-defines is an error, and one that only some define applies to those.
+`group=all` expands to every option of the group that an evaluation means (there is no file named
+all): for `model` and `judge`, options that prefray serves itself (`serve: fakellm` test doubles,
+`serve: embedded` plumbing model) are left out of `all` and stay selectable by name.
+`group=a,b` and `group=glob(...)` work as in Hydra (a glob matches every option).
+
+Conditions belong to benchmarks: `condition=all` means every condition each selected benchmark
+defines, and with no `benchmark=` it selects every benchmark that defines one of the chosen
+conditions (so `condition=all` alone is every benchmark × each of its conditions). An explicit
+condition that no selected benchmark defines is an error; one that only some define applies to those.
+
+Without `judge=`, a job is judged by its benchmark's `paper_judge`, except that a model prefray
+serves itself is judged by the judge option of the same name (offline runs stay offline).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -18,6 +27,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 GROUPS = ("benchmark", "model", "condition", "judge")
+# Groups whose `all` leaves out the options prefray serves itself.
+EVALUATED_GROUPS = ("model", "judge")
 
 
 class SweepError(Exception):
@@ -39,7 +50,38 @@ class JobChoice:
 
 
 def group_options(conf_dir: Path, group: str) -> list[str]:
+    """Every option of a config group (the files of `conf/<group>/`)."""
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml") if p.stem != "all")
+
+
+def _load(path: Path) -> dict:
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[return-value]
+
+
+def served_by_prefray(conf_dir: Path, group: str, option: str) -> str | None:
+    """`fakellm` or `embedded` when prefray serves this model or judge option itself, else None."""
+    return _served(str(conf_dir), group, option)
+
+
+@lru_cache(maxsize=None)
+def _served(conf_dir: str, group: str, option: str) -> str | None:
+    data = _load(Path(conf_dir) / group / f"{option}.yaml")
+    if "serve" in data:
+        return data["serve"]
+    for entry in data.get("defaults") or []:  # a judge reuses a model option: `/model@_here_: NAME`
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if str(key).startswith("/model"):
+                    return _served(conf_dir, "model", str(value))
+    return None
+
+
+def all_options(conf_dir: Path, group: str) -> list[str]:
+    """What `group=all` stands for: every option, less those prefray serves itself (model, judge)."""
+    options = group_options(conf_dir, group)
+    if group in EVALUATED_GROUPS:
+        return [o for o in options if served_by_prefray(conf_dir, group, o) is None]
+    return options
 
 
 def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str]:
@@ -48,20 +90,41 @@ def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str
     return conditions, str(cfg.get("default_condition") or (conditions[0] if conditions else ""))
 
 
-def _defaults(conf_dir: Path) -> dict[str, str]:
+def paper_judge(conf_dir: Path, benchmark: str) -> str | None:
+    """The judge option a benchmark's paper used (`paper_judge` in its config), if it names one."""
+    value = OmegaConf.load(conf_dir / "benchmark" / f"{benchmark}.yaml").get("paper_judge")
+    return None if value is None else str(value)
+
+
+def default_judge(conf_dir: Path, benchmark: str, model: str) -> str:
+    """The judge of a job that names none (see the module docstring)."""
+    if served_by_prefray(conf_dir, "model", model) and model in group_options(conf_dir, "judge"):
+        return model
+    judge = paper_judge(conf_dir, benchmark)
+    if judge is None:
+        raise SweepError(f"benchmark={benchmark} names no paper_judge: choose one with judge=NAME")
+    if judge not in group_options(conf_dir, "judge"):
+        raise SweepError(f"benchmark={benchmark}: paper_judge '{judge}' is not a judge option; "
+                         f"available: {', '.join(group_options(conf_dir, 'judge'))}")
+    return judge
+
+
+def default_options(conf_dir: Path) -> dict[str, str]:
+    """The option each group gets from `conf/config.yaml`'s defaults list (groups set to null left out)."""
     cfg = OmegaConf.load(conf_dir / "config.yaml")
     chosen: dict[str, str] = {}
     for entry in cfg.get("defaults", []):
         if isinstance(entry, dict) or OmegaConf.is_dict(entry):
-            chosen.update({str(k): str(v) for k, v in dict(entry).items()})
+            chosen.update({str(k): str(v) for k, v in dict(entry).items() if v is not None})
     return chosen
 
 
-def _values(override: Override, options: list[str] | None) -> list[str]:
-    """The values one override stands for; `options` is the group's option list (or None)."""
+def _values(override: Override, options: list[str] | None, every: list[str] | None = None) -> list[str]:
+    """The values one override stands for; `options` is the group's option list (or None) and
+    `every` what its `all` means."""
     value = override.value()
     if options is not None and override.value_type == ValueType.ELEMENT and str(value) == "all":
-        return list(options)
+        return list(every if every is not None else options)
     if isinstance(value, Glob):
         if options is None:
             raise SweepError(f"{override.input_line}: glob() only works on a config group")
@@ -77,51 +140,70 @@ def _check_options(group: str, values: list[str], options: list[str]) -> None:
         raise SweepError(f"unknown {group} option(s) {unknown}; available: {', '.join(options)}")
 
 
-def expand(overrides: list[str], conf_dir: Path, multirun: bool) -> list[JobChoice]:
+@dataclass
+class _Selection:
+    chosen: dict[str, list[str]]
+    explicit: set[str]           # groups the command line names
+    wildcard_condition: bool     # condition=all or a glob: never an error for a benchmark
+    others: list[list[str]]
+
+
+def _parse(overrides: list[str], conf_dir: Path, multirun: bool) -> _Selection:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
         raise SweepError(f"cannot read overrides: {exc}") from None
-    chosen = {g: [v] for g, v in _defaults(conf_dir).items() if g in GROUPS}
-    explicit_condition = False
-    wildcard_condition = False
-    others: list[list[str]] = []
+    selection = _Selection({g: [v] for g, v in default_options(conf_dir).items() if g in GROUPS}, set(), False, [])
     for override in parsed:
         key = override.key_or_group
         if key in GROUPS and not (override.is_add() or override.is_delete()):
             options = group_options(conf_dir, key)
-            values = _values(override, options)
+            values = _values(override, options, all_options(conf_dir, key))
             _check_options(key, values, options)
             if not values:
                 raise SweepError(f"{override.input_line} selects no {key}")
-            chosen[key] = values
+            selection.chosen[key] = values
+            selection.explicit.add(key)
             if key == "condition":
-                explicit_condition = True
-                wildcard_condition = str(override.value()) == "all" or isinstance(override.value(), Glob)
+                selection.wildcard_condition = str(override.value()) == "all" or isinstance(override.value(), Glob)
             sweeping = len(values) > 1 or override.is_sweep_override() or override.value() == "all"
         else:
             values = _values(override, None)
-            chosen_line = [f"{override.get_key_element()}={v}" for v in values]
-            others.append(chosen_line)
+            selection.others.append([f"{override.get_key_element()}={v}" for v in values])
             sweeping = len(values) > 1
         if sweeping and not multirun:
             raise SweepError(f"'{override.input_line}' is a sweep: add -m (--multirun) to run several jobs")
-    return _pair(conf_dir, chosen, explicit_condition, wildcard_condition, others)
+    return selection
 
 
-def _pair(conf_dir: Path, chosen: dict[str, list[str]], explicit_condition: bool, wildcard_condition: bool,
-          others: list[list[str]]) -> list[JobChoice]:
+def expand(overrides: list[str], conf_dir: Path, multirun: bool) -> list[JobChoice]:
+    selection = _parse(overrides, conf_dir, multirun)
+    if "condition" in selection.explicit and "benchmark" not in selection.explicit:
+        wanted = set(selection.chosen["condition"])
+        selection.chosen["benchmark"] = [b for b in group_options(conf_dir, "benchmark")
+                                         if wanted & set(benchmark_conditions(conf_dir, b)[0])]
+    jobs = _pair(conf_dir, selection)
+    if len(jobs) > 1 and not multirun:
+        raise SweepError(f"these overrides make {len(jobs)} jobs: add -m (--multirun) to run several jobs")
+    return jobs
+
+
+def _pair(conf_dir: Path, selection: _Selection) -> list[JobChoice]:
+    chosen, explicit = selection.chosen, selection.explicit
+    explicit_condition = "condition" in explicit
     jobs: list[JobChoice] = []
-    unused = set(chosen["condition"]) if explicit_condition and not wildcard_condition else set()
+    unused = set(chosen["condition"]) if explicit_condition and not selection.wildcard_condition else set()
     for benchmark in chosen["benchmark"]:
         defined, default = benchmark_conditions(conf_dir, benchmark)
         conditions = [c for c in chosen["condition"] if c in defined] if explicit_condition else [default]
         unused -= set(conditions)
-        for condition, model, judge, rest in itertools.product(
-                conditions, chosen["model"], chosen["judge"], itertools.product(*others)):
-            jobs.append(JobChoice(benchmark, model, condition, judge, tuple(rest)))
+        for condition, model, rest in itertools.product(conditions, chosen["model"],
+                                                        itertools.product(*selection.others)):
+            judges = chosen["judge"] if "judge" in explicit else [default_judge(conf_dir, benchmark, model)]
+            jobs.extend(JobChoice(benchmark, model, condition, judge, tuple(rest)) for judge in judges)
     if unused:
+        benchmarks = chosen["benchmark"] or group_options(conf_dir, "benchmark")
         raise SweepError(
-            f"condition(s) {sorted(unused)} do not exist for benchmark(s) {chosen['benchmark']}; "
-            + "; ".join(f"{b}: {', '.join(benchmark_conditions(conf_dir, b)[0])}" for b in chosen["benchmark"]))
+            f"condition(s) {sorted(unused)} do not exist for benchmark(s) {benchmarks}; "
+            + "; ".join(f"{b}: {', '.join(benchmark_conditions(conf_dir, b)[0])}" for b in benchmarks))
     return jobs
