@@ -69,16 +69,26 @@ def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
     return list(jobs.values())
 
 
+# Model keys a rerun may change: where and how fast calls go, never what an answer means.
+ENDPOINT_KEYS = ("base_url", "api_key_env", "rpm", "tpm", "max_concurrency", "timeout_s", "max_wait_s",
+                 "max_attempts")
+
+
 def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
-    """Set `run.KEY=VALUE` overrides (YAML-typed values) on every config; run.dir is fixed."""
+    """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (YAML-typed values) on
+    every config; run.dir is fixed and model/judge keys are limited to ENDPOINT_KEYS."""
     import yaml
 
     for override in overrides:
         key, sep, value = override.partition("=")
-        if not sep or not key.startswith("run.") or key == "run.dir":
-            raise ValueError(f"'{override}': only run.KEY=VALUE settings can change here (not run.dir)")
+        section, _, name = key.partition(".")
+        allowed = (section == "run" and name and name != "dir") or (section in ("model", "judge")
+                                                                   and name in ENDPOINT_KEYS)
+        if not sep or not allowed:
+            raise ValueError(f"'{override}': only run.KEY (not run.dir) and model./judge.KEY for KEY in "
+                             f"{', '.join(ENDPOINT_KEYS)} can change on a rerun")
         for cfg in configs:
-            cfg["run"][key.removeprefix("run.")] = yaml.safe_load(value)
+            cfg[section][name] = yaml.safe_load(value)
     for cfg in configs:
         cfg["run"]["dir"] = str(run_dir)
 
