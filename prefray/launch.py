@@ -193,4 +193,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from prefray.engine.exits import run_cli
+
+    sys.exit(run_cli(main, "launch"))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,18 +45,26 @@ def scrub(text: str, secret_envs: set[str]) -> str:
 
 
 def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
+    """Add this launch to the manifest: read-modify-write under an exclusive lock, written to a
+    temp file with a unique name and renamed into place, so no launch's entry is ever lost."""
     path = Path(run_dir) / "manifest.json"
-    history = json.loads(path.read_text()) if path.exists() else {"runs": []}
-    history["runs"].append({
+    entry = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": [sys.executable, *sys.argv],
         "git_revision": git_revision(),
         "packages": package_versions(),
         "jobs": jobs,
-    })
-    temp = path.with_name(".manifest.json.tmp")
-    temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
-    os.replace(temp, path)
+    }
+    with open(Path(run_dir) / ".manifest.lock", "a") as guard:
+        fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+        history = json.loads(path.read_text()) if path.exists() else {"runs": []}
+        history["runs"].append(entry)
+        temp = path.with_name(f".manifest.json.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
+            os.replace(temp, path)
+        finally:
+            temp.unlink(missing_ok=True)
 
 
 def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:

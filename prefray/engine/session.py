@@ -13,6 +13,7 @@ from prefray.engine.aggregate import aggregate_run
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.cache import ResponseCache, default_cache_path
 from prefray.engine.dispatch import Dispatcher, Gateways
+from prefray.engine.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.gateway import NAMESPACE
 from prefray.engine.manifest import append_manifest
 from prefray.engine.progress import LiveProgress
@@ -99,21 +100,58 @@ def budget_actor(limit_usd: float | None) -> Any:
 def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
               run_settings: dict[str, Any] | None = None) -> int:
-    """Run (or rerun) every job against real providers, then write the metrics files."""
-    options.run_dir.mkdir(parents=True, exist_ok=True)
+    """Own the run dir, run (or rerun) every job against real providers, write the metrics files;
+    return the exit code (see engine/exits.py)."""
+    from prefray.engine.ownership import RunDirBusy, RunDirLock
+
+    lock = RunDirLock(options.run_dir)
+    try:
+        lock.acquire()
+    except RunDirBusy as exc:
+        print(f"prefray: nothing was run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    set_current_run(options.run_dir)
+    try:
+        return _run_owned(options, configs, jobs, benchmarks, instances, run_settings)
+    finally:
+        lock.release()
+
+
+def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
+               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+               run_settings: dict[str, Any] | None) -> int:
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
     start_ray()
     cache = options.open_cache()
     show = options.progress and sys.stderr.isatty()
-    with LiveProgress(enabled=show) as progress:
-        settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
-                               cache=cache, **(run_settings or {}))
-        gateways = Gateways(budget=budget_actor(options.budget_usd))
-        crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
-    if cache is not None:
-        cache.close()
+    try:
+        with LiveProgress(enabled=show) as progress:
+            settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
+                                   cache=cache, **(run_settings or {}))
+            gateways = Gateways(budget=budget_actor(options.budget_usd))
+            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
+    finally:
+        if cache is not None:
+            cache.close()
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
-    return 1 if crashed else 0
+    if crashed:
+        return EXIT_ERROR
+    return report_incomplete(options.run_dir, jobs)
+
+
+def report_incomplete(run_dir: Path, jobs: Sequence[Job]) -> int:
+    """EXIT_OK if every unit of these jobs has an answer, else one line (counts by cause and the
+    rerun command) and EXIT_INCOMPLETE."""
+    from prefray.engine.outcome import missing_units
+
+    missing = missing_units(run_dir, jobs)
+    if not missing:
+        return EXIT_OK
+    total = sum(missing.values())
+    causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
+    print(f"prefray: finished with {total} unit(s) without an answer ({causes}); "
+          f"python -m prefray.rerun {run_dir} runs them again", file=sys.stderr)
+    return EXIT_INCOMPLETE
