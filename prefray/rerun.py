@@ -18,6 +18,9 @@ from typing import Any
 
 from prefray.engine.runner import ALL_CAUSES
 from prefray.engine.sweep import SweepError
+
+# Causes a rerun can finish; model_not_found comes from a lane stopped on 404 answers.
+RERUN_CAUSES = ALL_CAUSES | {"model_not_found"}
 from prefray.launch import (
     EXIT_CONFIG, ConfigProblems, build_job, check_distinct, conf_dir, load_benchmarks, refuse, validate,
 )
@@ -29,13 +32,13 @@ def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("settings", nargs="*", help="causes=a,b, run.KEY=VALUE and model.KEY=VALUE settings")
     args = parser.parse_args(argv)
-    causes, rest = ALL_CAUSES, []
+    causes, rest = RERUN_CAUSES, []
     for setting in args.settings:
         if setting.startswith("causes="):
             causes = frozenset(c for c in setting.removeprefix("causes=").split(",") if c)
-            unknown = sorted(causes - ALL_CAUSES)
+            unknown = sorted(causes - RERUN_CAUSES)
             if unknown:
-                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(ALL_CAUSES)}")
+                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(RERUN_CAUSES)}")
         else:
             rest.append(setting)
     return args.run_dir, causes, rest

@@ -15,6 +15,7 @@ from typing import Any
 import ray
 
 from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.lanegate import LaneGate, refined_cause
 from prefray.engine.limits import ModelLimits
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.retry import RetryPolicy
@@ -32,14 +33,28 @@ class _Lane:
         self.provider = build_provider(spec, api_key)
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
+        self.gate = LaneGate()
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
         return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
     async def call(self, request: ChatRequest, budget: Any = None) -> CallResult:
-        """One unit: reserve its maximum cost (if a budget is set), call with retries, settle."""
+        """One unit through the lane's gate (fail fast on a hopeless lane)."""
         started = time.time()
+        probe = await self.gate.enter()
+        if self.gate.stopped:
+            return _lane_stopped(self.gate, started)
+        result = None
+        try:
+            result = await self._paid_call(request, budget, started)
+            return result
+        finally:
+            await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
+                                  counted=result is not None)
+
+    async def _paid_call(self, request: ChatRequest, budget: Any, started: float) -> CallResult:
+        """Reserve the call's maximum cost (if a budget is set), call with retries, settle."""
         reserved = max_call_cost(self.spec, request) if budget is not None else 0.0
         if budget is not None and not await budget.reserve.remote(reserved):
             return skipped_for_budget(started)
@@ -74,9 +89,15 @@ class _Lane:
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
-                return CallResult(status="failed", cause=error.cause, error=self._redact(str(error)), tries=tries,
+                return CallResult(status="failed", cause=refined_cause(error), error=self._redact(str(error)), tries=tries,
                                   latency_s=done - sent, started_at=started, finished_at=done)
             await asyncio.sleep(wait)
+
+
+def _lane_stopped(gate: LaneGate, started: float) -> CallResult:
+    return CallResult(status="skipped", cause=gate.stopped, started_at=started, finished_at=started,
+                      error=f"not sent: this model's lane stopped after {gate.hopeless_after} {gate.stopped} "
+                            "answers in a row (check the API key, base_url and model_id, then rerun)")
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)

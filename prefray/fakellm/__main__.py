@@ -24,15 +24,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--faults", default="429,500,malformed",
                         help=f"comma-separated fault kinds among {','.join(FAULT_KINDS)}")
     parser.add_argument("--timeout-fault-seconds", type=float, default=30.0)
+    parser.add_argument("--reject", default="",
+                        help="MODEL=STATUS[,MODEL=STATUS]: always answer these models with this HTTP status")
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     unknown = [k for k in faults if k not in FAULT_KINDS]
     if unknown:
         parser.error(f"--faults: unknown kind(s) {unknown}; choose among {list(FAULT_KINDS)}")
     limited = tuple(m for m in args.limit_models.split(",") if m)
+    rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
-                          timeout_fault_s=args.timeout_fault_seconds)
+                          timeout_fault_s=args.timeout_fault_seconds, rejected=rejected)
     return args.host, args.port, options
 
 

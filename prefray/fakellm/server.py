@@ -36,6 +36,7 @@ class FakeOptions:
     fault_retry_after_s: float = 0.2
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
+    rejected: dict[str, int] = field(default_factory=dict)  # model id -> HTTP status (401, 403, 404) always
 
 
 class TokenBucket:
@@ -122,6 +123,10 @@ class FakeProvider:
         """Count the request; return an error response if a limit or fault applies."""
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
+        status = self.options.rejected.get(str(body.get("model")))
+        if status is not None:
+            return web.json_response({"error": {"message": f"injected {status}", "type": "invalid_request_error"}},
+                                     status=status)
         wait = self._limit(str(body.get("model")), input_tokens)
         if wait > 0:
             self.stats.rate_limited += 1
