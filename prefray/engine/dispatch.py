@@ -29,6 +29,7 @@ class Gateways:
     """One gateway actor per endpoint and key (created on first use), plus locally served endpoints."""
 
     budget: Any = None
+    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/paid.py)
     handles: dict[str, Any] = field(default_factory=dict)
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
@@ -60,7 +61,7 @@ class Gateways:
         for attempt in range(ACTOR_ATTEMPTS):
             gateway = await self.for_model(spec)
             try:
-                return await gateway.run_batch.remote(spec, requests, self.budget)
+                return await gateway.run_batch.remote(spec, requests, self.budget, self.run_dir)
             except (ActorUnavailableError, RayActorError):
                 if attempt == ACTOR_ATTEMPTS - 1:
                     raise

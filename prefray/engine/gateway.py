@@ -17,6 +17,7 @@ import ray
 from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.lanegate import LaneGate, refined_cause
 from prefray.engine.limits import ModelLimits
+from prefray.engine.paid import SENT, PaidLog
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.retry import RetryPolicy
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
@@ -34,6 +35,7 @@ class _Lane:
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
         self.gate = LaneGate()
+        self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
@@ -64,12 +66,20 @@ class _Lane:
             await budget.settle.remote(reserved, result.cost_usd)
         return result
 
+    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:
+        """Append a try to the run's paid ledger: SENT before it goes, then how it ended (with usage)."""
+        if self.paid is not None:
+            self.paid.record(self.spec.provider, self.spec.model_id, request.content_hash(self.spec.model_id),
+                             outcome, input_tokens, output_tokens,
+                             call_cost(self.spec, input_tokens, output_tokens))
+
     async def _call_with_retries(self, request: ChatRequest, started: float) -> CallResult:
         estimate = request.estimated_input_tokens()
         tries = 0
         while True:
             tries += 1
             async with self.limits.slot(estimate):
+                self._record_try(request, SENT, 0, 0)
                 sent = time.time()
                 try:
                     reply = await asyncio.wait_for(self.provider.complete(request), self.spec.timeout_s + 5)
@@ -78,6 +88,7 @@ class _Lane:
                 except asyncio.TimeoutError:
                     error = ProviderError("timeout", f"no answer within {self.spec.timeout_s:.0f}s", retryable=True)
                 else:
+                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens)
                     done = time.time()
                     result = CallResult(
                         status="ok", text=reply.text, model_version=reply.model_version,
@@ -86,6 +97,7 @@ class _Lane:
                     )
                     await self.limits.reconcile(estimate, reply.input_tokens)
                     return result
+            self._record_try(request, refined_cause(error), 0, 0)
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
@@ -106,11 +118,16 @@ class Gateway:
         self.endpoint_key = endpoint_key
         self.api_key = api_key
         self.lanes: dict[str, _Lane] = {}
+        self.paid: dict[str, PaidLog] = {}
 
-    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None) -> list[CallResult]:
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
+                        run_dir: str | None = None) -> list[CallResult]:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key)
+        if run_dir is not None and run_dir not in self.paid:
+            self.paid[run_dir] = PaidLog(run_dir, f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}")
+        lane.paid = self.paid.get(run_dir) if run_dir is not None else None
         return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
 
     async def ping(self) -> bool:
@@ -119,6 +136,8 @@ class Gateway:
     async def close(self) -> None:
         for lane in self.lanes.values():
             await lane.provider.close()
+        for log in self.paid.values():
+            log.close()
 
 
 def gateway_name(spec: ModelSpec) -> str:

@@ -128,7 +128,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         with LiveProgress(enabled=show) as progress:
             settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
                                    cache=cache, **(run_settings or {}))
-            gateways = Gateways(budget=budget_actor(options.budget_usd))
+            gateways = Gateways(budget=budget_actor(options.budget_usd), run_dir=str(options.run_dir.resolve()))
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
     finally:
         if cache is not None:
