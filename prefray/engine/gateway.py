@@ -14,7 +14,7 @@ from typing import Any
 
 import ray
 
-from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.lanegate import LaneGate, refined_cause
 from prefray.engine.limits import ModelLimits
 from prefray.engine.paid import SENT, PaidLog
@@ -35,6 +35,7 @@ class _Lane:
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
         self.gate = LaneGate()
+        self.calibration = Calibration()
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
 
     def _redact(self, text: str) -> str:
@@ -49,21 +50,23 @@ class _Lane:
             return _lane_stopped(self.gate, started)
         result = None
         try:
-            result = await self._paid_call(request, budget, started)
+            result = await self._paid_call(request, budget, started, calibrating=probe)
             return result
         finally:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
                                   counted=result is not None)
 
-    async def _paid_call(self, request: ChatRequest, budget: Any, started: float) -> CallResult:
-        """Reserve the call's maximum cost (if a budget is set), call with retries, settle."""
-        reserved = max_call_cost(self.spec, request) if budget is not None else 0.0
+    async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool) -> CallResult:
+        """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
+        ratio), call with retries, learn from the reported usage, settle."""
+        reserved = max_call_cost(self.spec, request, self.calibration.ratio) if budget is not None else 0.0
         if budget is not None and not await budget.reserve.remote(reserved):
             return skipped_for_budget(started)
         result = await self._call_with_retries(request, started)
+        self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
         result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
         if budget is not None:
-            await budget.settle.remote(reserved, result.cost_usd)
+            await budget.settle.remote(reserved, result.cost_usd, calibrating)
         return result
 
     def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:

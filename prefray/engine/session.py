@@ -128,7 +128,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         with LiveProgress(enabled=show) as progress:
             settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
                                    cache=cache, **(run_settings or {}))
-            gateways = Gateways(budget=budget_actor(options.budget_usd), run_dir=str(options.run_dir.resolve()))
+            budget = budget_actor(options.budget_usd)
+            gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()))
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
     finally:
         if cache is not None:
@@ -137,9 +138,22 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
+    warn_budget(budget)
     if crashed:
         return EXIT_ERROR
     return report_incomplete(options.run_dir, jobs)
+
+
+def warn_budget(budget: Any) -> None:
+    if budget is None:
+        return
+    import ray
+
+    from prefray.engine.budget import budget_warning
+
+    warning = budget_warning(ray.get(budget.state.remote()))
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def report_incomplete(run_dir: Path, jobs: Sequence[Job]) -> int:

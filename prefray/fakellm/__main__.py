@@ -26,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--timeout-fault-seconds", type=float, default=30.0)
     parser.add_argument("--reject", default="",
                         help="MODEL=STATUS[,MODEL=STATUS]: always answer these models with this HTTP status")
+    parser.add_argument("--inflate-input", type=float, default=1.0,
+                        help="report (and count) this many times the real input tokens")
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     unknown = [k for k in faults if k not in FAULT_KINDS]
@@ -35,7 +37,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
-                          timeout_fault_s=args.timeout_fault_seconds, rejected=rejected)
+                          timeout_fault_s=args.timeout_fault_seconds, rejected=rejected,
+                          inflate_input=args.inflate_input)
     return args.host, args.port, options
 
 

@@ -37,6 +37,7 @@ class FakeOptions:
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
     rejected: dict[str, int] = field(default_factory=dict)  # model id -> HTTP status (401, 403, 404) always
+    inflate_input: float = 1.0       # report (and count) this many times the real input tokens
 
 
 class TokenBucket:
@@ -156,6 +157,7 @@ class FakeProvider:
         refusal = await self._admit(body, input_tokens)
         if refusal is not None:
             return refusal
+        input_tokens = int(input_tokens * self.options.inflate_input)
         schema = _openai_schema(body)
         base_seed = body.get("seed")
         choices = []
@@ -182,6 +184,7 @@ class FakeProvider:
         refusal = await self._admit(body, input_tokens)
         if refusal is not None:
             return refusal
+        input_tokens = int(input_tokens * self.options.inflate_input)
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         text = self._answer(messages, body.get("seed"), schema)
         output_tokens = answers.count_tokens(text)
