@@ -15,8 +15,6 @@ from prefray.engine.budget import call_cost, max_output_tokens
 from prefray.engine.gateway import get_gateway
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
-ACTOR_ATTEMPTS = 3
-
 
 class Dispatcher(Protocol):
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]: ...
@@ -54,21 +52,10 @@ class Gateways:
         return handle
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
-        """Send one batch; survive a gateway that is briefly unavailable or died (a new one is
-        started), which can re-send at most this batch."""
-        from ray.exceptions import ActorUnavailableError, RayActorError
-
-        for attempt in range(ACTOR_ATTEMPTS):
-            gateway = await self.for_model(spec)
-            try:
-                return await gateway.run_batch.remote(spec, requests, self.budget, self.run_dir)
-            except (ActorUnavailableError, RayActorError):
-                if attempt == ACTOR_ATTEMPTS - 1:
-                    raise
-                if not await _alive(gateway):
-                    self.handles.pop(spec.endpoint_key, None)
-                await asyncio.sleep(1.0 + attempt)
-        raise AssertionError("unreachable")
+        """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
+        the new one (actor max_restarts / max_task_retries): at most this batch is re-sent."""
+        gateway = await self.for_model(spec)
+        return await gateway.run_batch.remote(spec, requests, self.budget, self.run_dir)
 
     async def close(self) -> None:
         import ray
@@ -115,13 +102,6 @@ class SimulatedGateways:
 
     async def close(self) -> None:
         return None
-
-
-async def _alive(handle: Any) -> bool:
-    try:
-        return await handle.ping.remote()
-    except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
-        return False
 
 
 async def _quietly(ref: Any) -> None:

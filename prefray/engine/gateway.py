@@ -157,8 +157,14 @@ def on_this_node() -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
 
 
+# Ray's own fault tolerance: a gateway that dies is restarted (any number of times) and the batches
+# it was answering are sent to the new one; one batch is given up after TASK_RETRIES deaths.
+TASK_RETRIES = 10
+
+
 def get_gateway(spec: ModelSpec, api_key: str) -> Any:
     """The shared gateway for this model's endpoint and key, created on first use."""
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
+                           max_restarts=-1, max_task_retries=TASK_RETRIES,
                            **placement).remote(spec.endpoint_key, api_key)
