@@ -48,3 +48,38 @@ def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, 
     assert Counter(r["status"] for r in generations) == {"failed": sent, "skipped": 12 - sent}
     assert {r["cause"] for r in generations} == {cause}
     assert f"{cause} 12" in done.stderr and "prefray.rerun" in done.stderr
+
+
+def test_rerun_points_a_model_at_another_endpoint(run_cli, make_fake_server, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    wrong = make_fake_server("--reject", "fake-model=401")
+    right = make_fake_server()
+    run_dir = tmp_path / "run"
+    run_cli("model=fake", "judge=fake", *wrong.model_overrides(), f"run.dir={run_dir}", "limit=2",
+            "benchmark.samples=1", "run.cache=false", expect_code=3)
+    done = subprocess.run([sys.executable, "-m", "prefray.rerun", str(run_dir), f"model.base_url={right.openai_url}",
+                           f"judge.base_url={right.openai_url}", "model.rpm=6000", "model.max_concurrency=4",
+                           "model.timeout_s=20", "run.cache=false"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert right.stats()["by_model"]["fake-model"] == 2
+    rows = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
+    best = {}
+    for row in sorted(rows, key=lambda r: r["attempt"]):
+        best[row["unit_id"]] = row
+    assert all(r["status"] == "ok" for r in best.values()) and len(best) == 2 + 2 * 5
+
+
+def test_rerun_refuses_overrides_that_change_results(tmp_path):
+    from prefray.engine.manifest import apply_run_overrides
+
+    configs = [{"run": {}, "model": {"params": {}}, "judge": {}}]
+    apply_run_overrides(configs, ["model.base_url=http://127.0.0.1:9/v1", "judge.rpm=5", "run.shard_size=3"], tmp_path)
+    assert configs[0]["model"]["base_url"] == "http://127.0.0.1:9/v1" and configs[0]["judge"]["rpm"] == 5
+    for bad in ("model.model_id=other", "model.params.max_tokens=5", "run.dir=/tmp/x", "benchmark.samples=2"):
+        with pytest.raises(ValueError, match="can change on a rerun"):
+            apply_run_overrides(configs, [bad], tmp_path)
