@@ -141,7 +141,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     warn_budget(budget)
     if crashed:
         return EXIT_ERROR
-    return report_incomplete(options.run_dir, jobs)
+    return report_incomplete(options, jobs, benchmarks, instances)
 
 
 def warn_budget(budget: Any) -> None:
@@ -156,16 +156,19 @@ def warn_budget(budget: Any) -> None:
         print(warning, file=sys.stderr)
 
 
-def report_incomplete(run_dir: Path, jobs: Sequence[Job]) -> int:
-    """EXIT_OK if every unit of these jobs has an answer, else one line (counts by cause and the
-    rerun command) and EXIT_INCOMPLETE."""
-    from prefray.engine.outcome import missing_units
+def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
+                      instances: dict[int, Sequence[Any]]) -> int:
+    """EXIT_OK if every unit of these jobs has an answer; else write incomplete.csv, print one line
+    (counts by cause, later-stage units never built, the rerun command) and return EXIT_INCOMPLETE."""
+    from prefray.engine.outcome import missing_units, unbuilt_units, write_incomplete
 
-    missing = missing_units(run_dir, jobs)
+    missing = missing_units(options.run_dir, jobs)
     if not missing:
         return EXIT_OK
-    total = sum(missing.values())
+    unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
+    write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
-    print(f"prefray: finished with {total} unit(s) without an answer ({causes}); "
-          f"python -m prefray.rerun {run_dir} runs them again", file=sys.stderr)
+    later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
+    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
+          f"python -m prefray.rerun {options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
     return EXIT_INCOMPLETE
