@@ -28,6 +28,7 @@ class Gateways:
 
     budget: Any = None
     run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/paid.py)
+    replay: Any = None            # answers a killed launch received but never stored (engine/journal.py)
     handles: dict[str, Any] = field(default_factory=dict)
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
@@ -54,8 +55,14 @@ class Gateways:
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
         the new one (actor max_restarts / max_task_retries): at most this batch is re-sent."""
-        gateway = await self.for_model(spec)
-        return await gateway.run_batch.remote(spec, requests, self.budget, self.run_dir)
+        replayed = [self.replay.take(spec, r) if self.replay is not None else None for r in requests]
+        missing = [r for r, answer in zip(requests, replayed) if answer is None]
+        sent: list[CallResult] = []
+        if missing:
+            gateway = await self.for_model(spec)
+            sent = list(await gateway.run_batch.remote(spec, missing, self.budget, self.run_dir))
+        answers = iter(sent)
+        return [answer if answer is not None else next(answers) for answer in replayed]
 
     async def close(self) -> None:
         import ray

@@ -17,6 +17,7 @@ import ray
 from prefray.engine.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.lanegate import LaneGate, refined_cause
 from prefray.engine.limits import ModelLimits
+from prefray.engine.journal import AnswerJournal
 from prefray.engine.paid import SENT, PaidLog
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.retry import RetryPolicy
@@ -37,6 +38,7 @@ class _Lane:
         self.gate = LaneGate()
         self.calibration = Calibration()
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
+        self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
@@ -51,6 +53,8 @@ class _Lane:
         result = None
         try:
             result = await self._paid_call(request, budget, started, calibrating=probe)
+            if self.journal is not None and result.status == "ok":
+                self.journal.record(self.spec.model_id, request.content_hash(self.spec.model_id), result)
             return result
         finally:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
@@ -122,6 +126,7 @@ class Gateway:
         self.api_key = api_key
         self.lanes: dict[str, _Lane] = {}
         self.paid: dict[str, PaidLog] = {}
+        self.journals: dict[str, AnswerJournal] = {}
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
                         run_dir: str | None = None) -> list[CallResult]:
@@ -129,8 +134,11 @@ class Gateway:
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key)
         if run_dir is not None and run_dir not in self.paid:
-            self.paid[run_dir] = PaidLog(run_dir, f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}")
+            name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"
+            self.paid[run_dir] = PaidLog(run_dir, name)
+            self.journals[run_dir] = AnswerJournal(run_dir, name)
         lane.paid = self.paid.get(run_dir) if run_dir is not None else None
+        lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
 
     async def ping(self) -> bool:
@@ -139,7 +147,7 @@ class Gateway:
     async def close(self) -> None:
         for lane in self.lanes.values():
             await lane.provider.close()
-        for log in self.paid.values():
+        for log in [*self.paid.values(), *self.journals.values()]:
             log.close()
 
 

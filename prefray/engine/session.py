@@ -120,6 +120,10 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
 def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
                benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                run_settings: dict[str, Any] | None) -> int:
+    from prefray.engine.journal import clean_leftovers, fold_away, load_replay
+
+    clean_leftovers(options.run_dir)
+    replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
     start_ray()
     cache = options.open_cache()
@@ -129,7 +133,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
                                    cache=cache, **(run_settings or {}))
             budget = budget_actor(options.budget_usd)
-            gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()))
+            gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
     finally:
         if cache is not None:
@@ -141,6 +145,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     warn_budget(budget)
     if crashed:
         return EXIT_ERROR
+    fold_away(options.run_dir)
     return report_incomplete(options, jobs, benchmarks, instances)
 
 
