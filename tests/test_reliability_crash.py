@@ -40,14 +40,14 @@ def test_kill_9_at_random_moments_resends_at_most_the_calls_in_flight(ray_addres
     server = make_fake_server("--latency", "0.25")
     run_dir = tmp_path / "run"
     args = ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=3",
-            "benchmark.samples=2", "run.cache=false", "run.shard_size=6", "model.max_concurrency=2",
+            "benchmark.samples=2", "run.cache=false", "run.shard_size=30", "model.max_concurrency=2",
             "judge.max_concurrency=2"]
     chance = random.Random(20261130)
     for _ in range(KILLS):
         sent = server.stats()["requests"]
         process = start_launch(*args)
         try:
-            step = chance.randint(1, 8)
+            step = chance.randint(3, 20)
             wait_for(lambda: server.stats()["requests"] >= sent + step or process.poll() is not None)
             time.sleep(chance.uniform(0.0, 0.5))
             if process.poll() is None:
