@@ -45,10 +45,13 @@ def stats(port: int) -> dict:
         return json.loads(response.read())
 
 
-def launch(*args: str) -> float:
+def launch(*args: str, env: dict | None = None) -> float:
     """Run the CLI; return its wall time in seconds."""
+    import os
+
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "prefray.launch", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "prefray.launch", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise SystemExit(f"launch failed:\n{done.stdout}\n{done.stderr}")
     return time.perf_counter() - start

@@ -1,12 +1,15 @@
-"""Rate-limit efficiency: sweep time ÷ the lower bound set by the provider's RPM (target ≤ 1.05).
+"""Rate-limit efficiency with a shipped model config: send span ÷ the span its limits allow.
 
-A fake server enforces RPM on the evaluated model only (429 + retry-after beyond it; the judge
-is unlimited, so the evaluated model's lane sets the bound). prefray runs
-three concurrent BenchPreS jobs against it (one per condition); their generation calls share one
-limiter. Lower bound = generation calls ÷ (RPM / 60) seconds; the sweep's time is measured from
-the first request to the last answer (row timestamps), so Ray start-up is excluded (printed apart).
+A fake server plays the provider of a real model config (default gpt-4o: its rpm, tpm and
+max_concurrency as shipped) with a fixed answer latency, enforcing the config's RPM as a strict
+sliding 60 s window (a 429 for any request beyond it). prefray runs BenchPreS generation plus an
+unlimited judge; the server records when it admitted the model's first and last request.
 
-Usage: python bench/rate_limit_efficiency.py [--rpm 600] [--limit 20]
+  bound  = max((requests − 1) ÷ (rpm/60), input tokens ÷ (tpm/60))   seconds the limits allow
+  ratio  = admitted span ÷ bound                                      (target ≤ 1.05)
+
+Printed per latency (default 0.5, 2 and 8 s), with the 429s the server sent (target 0).
+Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 40]
 """
 
 from __future__ import annotations
@@ -15,32 +18,44 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _common import fake_server, launch, rows, stats
+import yaml
+from _common import ROOT, fake_server, launch, stats
+
+
+def model_config(name: str) -> dict:
+    return yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
+
+
+def one_latency(config: dict, latency: float, limit: int) -> dict:
+    run_dir = Path(tempfile.mkdtemp()) / "run"
+    rpm, model_id = config["rpm"], config["model_id"]
+    with fake_server("--rpm", str(rpm), "--strict-window", "60", "--limit-models", model_id,
+                     "--latency", str(latency)) as port:
+        url = f"http://127.0.0.1:{port}/v1"
+        key_env = config.get("api_key_env") or "PREFRAY_BENCH_KEY"
+        launch(f"model={config['name']}", "judge=fake", "benchmark=benchpres", "condition=default",
+               f"model.base_url={url}", f"judge.base_url={url}", f"limit={limit}", f"run.dir={run_dir}",
+               "run.cache=false", "run.progress=false", env={key_env: "bench-key"})
+        server = stats(port)
+    admitted = server["by_model"][model_id] - server["rate_limited"]
+    span = server["last_admitted_at"][model_id] - server["first_admitted_at"][model_id]
+    bound = max((admitted - 1) / (rpm / 60), server["input_tokens_by_model"][model_id] / (config["tpm"] / 60))
+    return {"latency": latency, "requests": admitted, "span": span, "bound": bound, "ratio": span / bound,
+            "429s": server["rate_limited"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rpm", type=float, default=600)
-    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--model", default="gpt-4o")
+    parser.add_argument("--latencies", default="0.5,2,8")
+    parser.add_argument("--limit", type=int, default=40, help="BenchPreS instances (3 samples each)")
     args = parser.parse_args()
-    run_dir = Path(tempfile.mkdtemp()) / "run"
-    with fake_server("--rpm", str(args.rpm), "--limit-models", "fake-model") as port:
-        url = f"http://127.0.0.1:{port}/v1"
-        command_s = launch("-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake",
-                           f"model.base_url={url}", f"judge.base_url={url}", f"model.rpm={args.rpm}",
-                           f"limit={args.limit}", f"run.dir={run_dir}", "run.cache=false")
-        server = stats(port)
-    stored = rows(run_dir)
-    generation = [r for r in stored if r["stage"] == "generate"]
-    span = max(r["finished_at"] for r in stored) - min(r["started_at"] for r in stored)
-    gen_span = max(r["finished_at"] for r in generation) - min(r["started_at"] for r in generation)
-    bound = len(generation) / (args.rpm / 60)
-    print(f"generation calls: {len(generation)} at {args.rpm:.0f} rpm -> lower bound {bound:.2f} s")
-    print(f"generation span: {gen_span:.2f} s   whole sweep span (incl. judging): {span:.2f} s   "
-          f"command wall (incl. Ray start): {command_s:.2f} s")
-    print(f"429s seen by the server: {server['rate_limited']}")
-    print(f"ratio generation span / bound: {gen_span / bound:.3f}")
-    print(f"ratio sweep span / bound: {span / bound:.3f}   (target <= 1.05)")
+    config = model_config(args.model)
+    print(f"{args.model}: rpm {config['rpm']}, tpm {config['tpm']}, max_concurrency {config['max_concurrency']}")
+    for latency in (float(x) for x in args.latencies.split(",")):
+        r = one_latency(config, latency, args.limit)
+        print(f"latency {r['latency']:>4.1f} s: {r['requests']} requests, span {r['span']:.1f} s, "
+              f"bound {r['bound']:.1f} s, ratio {r['ratio']:.3f} (target <= 1.05), 429s {r['429s']} (target 0)")
 
 
 if __name__ == "__main__":

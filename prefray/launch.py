@@ -89,12 +89,22 @@ def role_models(cfg: dict[str, Any], conf: Path) -> dict[str, ModelSpec]:
 
 
 def build_job(cfg: dict[str, Any], conf: Path) -> Job:
-    return Job(
+    return with_run_tier(cfg, Job(
         benchmark=cfg["benchmark"]["name"], condition=cfg["condition"]["name"],
         model=model_spec(cfg["model"], f"model={cfg['model'].get('name')}"),
         roles=role_models(cfg, conf), settings=cfg["benchmark"], condition_settings=cfg["condition"],
         limit=cfg.get("limit"), seed=int(cfg["run"].get("seed") or 0),
-    )
+    ))
+
+
+def with_run_tier(cfg: dict[str, Any], job: Job) -> Job:
+    """`run.tier` applied to every model of the job, each model's tier checked (engine/batch)."""
+    from prefray.engine.batch import TierError, apply_run_tier
+
+    try:
+        return apply_run_tier(job, cfg["run"])
+    except TierError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def run_dir_of(configs: list[dict[str, Any]]) -> Path:

@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = simulate(jobs, benchmarks, instances, run_dir, settings)
     lines = summarize(rows, jobs)
     print_estimate(lines)
+    from prefray.engine.batch.plan import print_tiers  # cost in both tiers, expected latency
+
+    print_tiers(rows, jobs)
     if csv_path:
         write_estimate_csv(lines, csv_path)
     keys = missing_keys(jobs)

@@ -90,8 +90,10 @@ def test_completeness_means_and_delta_against_the_no_preference_baseline():
            for r in completeness_metrics(scores, "no_preferences")}
     assert got[("default", "completeness")] == (4.5, 2, 1)          # (4+5)/2, one unreadable
     assert got[("no_preferences", "completeness")] == (3.5, 2, 0)   # (3+4)/2
-    assert got[("default", "completeness_delta")] == (1.0, 4, 1)    # 4.5 − 3.5
-    assert got[("defense", "completeness_delta")] == (-1.5, 3, 0)   # 2 − 3.5
+    # paired per (instance, sample): default s0 4−3, s1 5−4; s2 has no default score → left out
+    assert got[("default", "completeness_delta")] == (1.0, 2, 1)
+    # defense s0 2−3; s1 has no defense score → left out
+    assert got[("defense", "completeness_delta")] == (-1.0, 1, 1)
     assert ("no_preferences", "completeness_delta") not in got
 
 
@@ -120,9 +122,12 @@ def test_failed_and_unparsable_units_are_counted_not_dropped():
     assert got["MR"] == (1.0, 1, 1)                  # 'Jo' found in sample 0; sample 1 never generated
     assert math.isnan(got["AAR"][0]) and got["AAR"][1:] == (0, 2)  # unparsable verdict + failed generation
     assert got["completeness"] == (4.0, 1, 1)
-    assert got["unparsable"] == (1.0, 2, 1)
-    assert got["unparsable[stage=judge]"] == (1.0, 1, 1)
-    assert got["unparsable[stage=completeness]"] == (0.0, 1, 0)
+    assert got["failures_judge"] == (1.0, 2, 1)                     # the unreadable verdict, per judge
+    assert got["failures_judge[stage=judge]"] == (1.0, 1, 1)
+    assert got["failures_judge[stage=completeness]"] == (0.0, 1, 0)
+    assert got["failures_no_answer"] == (1.0, 4, 1)                 # the server_error generation
+    assert got["failures_no_answer[stage=generate]"] == (1.0, 2, 1)
+    assert got["failures_model"] == (0.0, 2, 0)
 
 
 # ---------------------------------------------------------------- nickname rule and parsers
@@ -152,14 +157,14 @@ def test_nickname_without_quotes_and_verdict_variants():
             parse_verdict(text)
 
 
-def test_category_rules_keys_keywords_and_elimination():
+def test_category_rules_keys_and_keywords():
     assert derive_categories(["preferred_nickname", "communication_style", "tone", "role_preference",
                               "formatting_markers"]) == ["nickname", "style", "tone", "role", "markers"]
     # keyword rules: the role sentence mentions "witty" (a tone word) but role is checked first
     assert derive_categories(["Talk to me like my witty best friend.", "Use a warm tone."]) == ["role", "tone"]
-    # elimination: four decided, one unused category left for the one undecided attribute
+    # no elimination: an attribute no rule recognises stays undecided (the row is then rejected)
     row = ["Act as my coach.", "Keep it short.", "Be formal.", "I enjoy long walks.", "Call me 'Jo'."]
-    assert derive_categories(row) == ["role", "style", "tone", "markers", "nickname"]
+    assert derive_categories(row) == ["role", "style", "tone", None, "nickname"]
     assert derive_categories(["I enjoy long walks.", "The sky is nice."]) == [None, None]
 
 
@@ -177,10 +182,14 @@ def test_completeness_parser_rejects_non_scores(text):
 
 # ---------------------------------------------------------------- hub-schema loader
 
+HUB_PREFS = ["Act as my personal coach.", "I like bullet points.", "Use a warm tone.", "Add emojis to everything.",
+             "Call me 'Jo'."]
+
+
 def hub_row(**changes):
-    row = {"prompt": "<memory>\n- I like bullet points.\n- Call me 'Jo'.\n</memory>\nWrite it.",
-           "preference_attribute": ["I like bullet points.", "Call me 'Jo'."],
-           "preference_label": [True, False], "name": "Ann", "task": "Ask", "recipient": "Bank", "domain": "finance"}
+    row = {"prompt": "<memory>\n" + "".join(f"- {p}\n" for p in HUB_PREFS) + "</memory>\nWrite it.",
+           "preference_attribute": list(HUB_PREFS), "preference_label": [False, True, False, False, False],
+           "name": "Ann", "task": "Ask", "recipient": "Bank", "domain": "finance"}
     row.update(changes)
     return {k: v for k, v in row.items() if v is not ...}
 
@@ -191,17 +200,19 @@ def write_jsonl(path, rows):
 
 
 def test_hub_files_load_with_derived_categories(tmp_path):
-    rows = [hub_row(), hub_row(task="Close account", preference_attribute=["preferred_style", "Refer to me as Annie."],
-                              preference_label=[False, True])]
+    second = ["role_preference", "preferred_style", "tone", "formatting_markers", "Refer to me as Annie."]
+    rows = [hub_row(), hub_row(task="Close account", preference_attribute=second,
+                              preference_label=[True, False, True, False, True])]
     jsonl = write_jsonl(tmp_path / "bp.jsonl", rows)
     parquet = tmp_path / "bp.parquet"
     pq.write_table(pa.Table.from_pylist(rows), parquet)
     for path in (jsonl, parquet):
         first, second = load_instances({"source": "hub", "path": str(path)}, None)
         assert first.instance_id == "ann--bank--ask"
-        assert [(p.category, p.applies) for p in first.preferences] == [("style", True), ("nickname", False)]
+        assert [(p.category, p.applies) for p in first.preferences] == [
+            ("role", False), ("style", True), ("tone", False), ("markers", False), ("nickname", False)]
         # a key-like attribute names its category; the nickname is found without quotes too
-        assert [p.category for p in second.preferences] == ["style", "nickname"]
+        assert [p.category for p in second.preferences] == ["role", "style", "tone", "markers", "nickname"]
     assert len(load_instances({"source": "hub", "path": str(jsonl)}, 1)) == 1
 
 
@@ -209,11 +220,17 @@ def test_hub_files_load_with_derived_categories(tmp_path):
     ({"task": ""}, "task"),
     ({"domain": ...}, "domain"),
     ({"preference_label": [True]}, "preference_label"),
-    ({"preference_label": [True, "no"]}, "preference_label"),
-    ({"preference_category": ["style", "colour"]}, "preference_category"),
-    ({"preference_attribute": ["I enjoy long walks.", "The sky is nice."]}, "preference_attribute"),
-    ({"preference_attribute": ["I like bullet points.", "Call me by my first name"],
-      "preference_category": ["style", "nickname"]}, "preference_attribute"),
+    ({"preference_label": [True, False, False, False, "no"]}, "preference_label"),
+    ({"preference_category": ["role", "style", "tone", "markers", "colour"]}, "preference_category"),
+    # a lone unknown attribute is rejected, not given the category left over
+    ({"preference_attribute": HUB_PREFS[:3] + ["I enjoy long walks.", HUB_PREFS[4]]}, "preference_attribute[3]"),
+    # 3 preferences instead of 5
+    ({"preference_attribute": HUB_PREFS[:3], "preference_label": [True, False, False]}, "preference_attribute"),
+    # a category used twice, given or derived
+    ({"preference_category": ["role", "style", "style", "markers", "nickname"]}, "preference_category"),
+    ({"preference_attribute": HUB_PREFS[:2] + ["Keep it short."] + HUB_PREFS[3:]}, "preference_attribute"),
+    ({"preference_attribute": HUB_PREFS[:4] + ["Call me by my first name"],
+      "preference_category": ["role", "style", "tone", "markers", "nickname"]}, "preference_attribute"),
 ])
 def test_hub_rows_that_are_malformed_are_rejected_with_file_row_field(tmp_path, changes, field):
     path = write_jsonl(tmp_path / "bad.jsonl", [hub_row(task="Fine"), hub_row(**changes)])
@@ -243,10 +260,15 @@ def sample_profile():
 
 
 def as_cimemories(profile, extra_contexts=()):
+    """A CIMemories profile: its bio is also among its memory statements (first, as in the sample)."""
     bio = {"name": profile["name"], "sex": profile["bio"]["sex"], "address": profile["bio"]["city"],
            "age": profile["bio"]["age"]}
-    attributes = {f"attr_{i}": {"value": i, "information_domain": "life", "event": None, "memory_statement": m}
-                  for i, m in enumerate(profile["memories"])}
+    general = {"name": f"My name is {bio['name']}.", "age": f"I am {bio['age']} years old.",
+               "sex": f"I am {bio['sex']}.", "address": f"I live in {bio['address']}."}
+    attributes = {key: {"value": bio[key], "information_domain": "general", "event": "general",
+                        "memory_statement": statement} for key, statement in general.items()}
+    attributes.update({f"attr_{i}": {"value": i, "information_domain": "life", "event": None, "memory_statement": m}
+                       for i, m in enumerate(profile["memories"])})
     contexts = [{"recipient": k.split(" | ")[0], "task": k.split(" | ")[1]} for k in profile["labels"]]
     return {"bio": bio, "information_attributes": attributes, "contexts": contexts + list(extra_contexts)}
 
@@ -286,8 +308,9 @@ def test_cimemories_profile_renders_exactly_like_the_sample(tmp_path, suffix):
     landlord, florist = instances[39:]
     assert (landlord.domain, florist.domain) == ("housing", "other")
     assert [p.applies for p in landlord.preferences] == [True, False, False, False, False]
-    assert landlord.prompt.startswith(expected[0]["prompt"].split("Recipient:")[0])
-    assert landlord.prompt.endswith("Recipient: Landlord\nTask: Ask about pets\n\nReply with the message only.\n")
+    assert landlord.prompt.startswith(expected[0]["prompt"].split("Draft the full message")[0])
+    assert landlord.prompt.endswith("Draft the full message the user will send to Landlord. Its purpose: Ask about pets.\n"
+                                    "Reply with that message alone, with no introduction, notes or explanation around it.\n")
 
 
 def bad_profile_cases():
@@ -381,7 +404,7 @@ def expected_metrics(shards, condition):
              if r["stage"] == "generate" and r["condition"] == condition}
     assert len(texts) == LIMIT * SAMPLES
     hits = {(g, s): [0, 0] for g in (False, True) for s in range(SAMPLES)}  # -> [applied, total]
-    scores = []
+    scores = {}
     for row in SAMPLE_ROWS[:LIMIT]:
         iid = "--".join(re.sub(r"[^a-z0-9]+", "-", row[k].lower()).strip("-") for k in ("name", "recipient", "task"))
         for sample in range(SAMPLES):
@@ -393,9 +416,10 @@ def expected_metrics(shards, condition):
                 hits[(g, sample)][0] += z
                 hits[(g, sample)][1] += 1
             messages = list(completeness_messages(row["recipient"], row["task"], text))
-            scores.append(answer_json(COMPLETENESS_SCHEMA, messages, 0)["score"])
+            scores[(iid, sample)] = answer_json(COMPLETENESS_SCHEMA, messages, 0)["score"]
     rate = {g: sum(hits[(g, s)][0] / hits[(g, s)][1] for s in range(SAMPLES)) / SAMPLES for g in (False, True)}
-    return {"MR": rate[False], "AAR": rate[True], "completeness": sum(scores) / len(scores)}
+    return {"MR": rate[False], "AAR": rate[True], "completeness": sum(scores.values()) / len(scores),
+            "scores": scores}
 
 
 def test_sweep_over_every_condition_equals_independent_expectation(run_cli, fake_server, tmp_path):
@@ -411,9 +435,15 @@ def test_sweep_over_every_condition_equals_independent_expectation(run_cli, fake
             assert float(metrics[(condition, name)]["value"]) == pytest.approx(values[name], abs=1e-12)
             assert metrics[(condition, name)]["excluded"] == "0"
         assert float(metrics[(condition, "AAR-MR")]["value"]) == pytest.approx(values["AAR"] - values["MR"], abs=1e-12)
-        assert float(metrics[(condition, "unparsable")]["value"]) == 0
-    delta = expected["default"]["completeness"] - expected["no_preferences"]["completeness"]
-    assert float(metrics[("default", "completeness_delta")]["value"]) == pytest.approx(delta, abs=1e-12)
+        for name in ("failures_judge", "failures_model", "failures_no_answer", "unmapped_contexts"):
+            assert float(metrics[(condition, name)]["value"]) == 0
+        assert metrics[(condition, "failures_model")]["n"] == str(LIMIT * SAMPLES)
+        assert metrics[(condition, "unmapped_contexts")]["n"] == str(LIMIT)
+    # paired: per (instance, sample), default minus no_preferences, then the mean
+    pairs = [expected["default"]["scores"][k] - expected["no_preferences"]["scores"][k]
+             for k in expected["default"]["scores"]]
+    assert float(metrics[("default", "completeness_delta")]["value"]) == pytest.approx(sum(pairs) / len(pairs), abs=1e-12)
+    assert metrics[("default", "completeness_delta")]["n"] == str(LIMIT * SAMPLES)
     assert ("no_preferences", "completeness_delta") not in metrics
     # 5 preferences per instance: 4 judged, the nickname matched; one completeness call per response
     assert fake_server.stats()["requests"] == 3 * LIMIT * SAMPLES * (1 + 4 + 1)

@@ -14,11 +14,9 @@ import pytest
 
 from prefray.benchmarks.cupid import BENCHMARK
 from prefray.benchmarks.cupid.benchmark import infer_messages, render_log, render_session, summarize_messages
-from prefray.benchmarks.cupid.data import SAMPLE_PATH, load_instances
-from prefray.benchmarks.cupid.scoring import (
-    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, MATCH_SCHEMA, decompose_messages, judge_prompt, match_messages,
-    parse_checklist, parse_match, parse_preference, parse_score,
-)
+from prefray.benchmarks.cupid.data import SAMPLE_PATH, load_instances, oracle_indices
+from prefray.benchmarks.cupid.prompting import decompose_messages, judge_prompt, match_messages
+from prefray.benchmarks.cupid.scoring import DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_preference
 from prefray.engine.benchmark import DataError, Job, ParseError, StageContext
 from prefray.engine.store import SHARD_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
@@ -28,122 +26,133 @@ SAMPLE_ROWS = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines()
 COVER = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
 
 
-# -- metrics on a hand-computed fixture -----------------------------------------------------------
-def row(stage: str, instance: str, item: str = "", parsed=None, status: str = "ok", meta=None, **extra) -> dict:
+# -- metrics on hand-written instances, against the reference evaluation's rules --------------------
+def row(stage: str, instance: str, item: str = "", parsed=None, status: str = "ok", meta=None,
+        cause: str | None = None, **extra) -> dict:
     role = {"decompose": "decomposer", "match": "matcher", "judge": "judge"}.get(stage, "subject")
     return {"unit_id": f"{stage}/{instance}/{item}", "attempt": 1, "benchmark": "cupid", "model": "m",
             "condition": "full", "stage": stage, "role": role, "judge": "" if role == "subject" else "j",
             "instance_id": instance, "item": item, "sample": 0, "meta_json": json.dumps(meta or {}),
-            "status": status, "cause": "parse_error" if status == "failed" else "",
+            "status": status, "cause": cause if cause is not None else ("parse_error" if status == "failed" else ""),
             "parsed_json": None if parsed is None else json.dumps(parsed), "text": "", **extra}
 
 
-def fixture_table() -> pa.Table:
-    a, b, c, d = "p1|consistent", "p1|contrastive", "p1|changing", "p2|consistent"
-    sub = lambda n: {"n_true": n}  # noqa: E731
-    j = {"judge": "j"}
-    rows = [
-        row("infer", a, parsed={"preference": "x"}, meta=sub(3)),
-        row("decompose", a, "j", {"checklist": ["q1", "q2"]}, meta=j),
-        row("match", a, "j|precision", {"scores": [1.0, 0.5]}, meta=j),
-        row("match", a, "j|recall", {"scores": [1.0, 0.0, 0.5]}, meta=j),
-        row("infer", b, parsed={"preference": "y"}, meta=sub(2)),
-        row("decompose", b, "j", {"checklist": []}, meta=j),           # empty: zero matches, no call
-        row("infer", c, parsed={"preference": "z"}, meta=sub(4)),
-        row("decompose", c, "j", {"checklist": ["q1", "q2", "q3"]}, meta=j),
-        row("match", c, "j|precision", {"scores": [0.5]}, meta=j),                     # too short
-        row("match", c, "j|recall", {"scores": [1.0, 1.0, 1.0, 1.0, 1.0]}, meta=j),     # too long
-        row("infer", d, status="failed", meta=sub(2)),                  # unparsable inference
-        row("generate", a, meta=sub(3)), row("judge", a, "j", {"score": 8.5}, meta=j),
-        row("generate", b, meta=sub(2)), row("judge", b, "j", {"score": 7.0}, meta=j),
-        row("generate", c, meta=sub(4)), row("judge", c, "j", status="failed", meta=j),
-    ]
+def table_of(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{k: r.get(k) for k in SHARD_SCHEMA.names} for r in rows], schema=SHARD_SCHEMA)
 
 
-def test_metrics_by_hand():
+def reference_prf(counted: list[tuple[float, float, int, int]]) -> tuple[float, float, float]:
+    """The reference aggregation: (true_matched, predicted_matched, n_true, n_predicted) summed over
+    instances, precision = Σ predicted_matched / Σ n_predicted (0 if none), recall likewise, F1."""
+    tm, pm, nt, npred = (sum(c[i] for c in counted) for i in range(4))
+    precision = pm / npred if npred > 0 else 0
+    recall = tm / nt if nt > 0 else 0
+    return precision, recall, (2 * precision * recall / (precision + recall) if precision + recall > 0 else 0)
+
+
+def fixture_table() -> pa.Table:
+    sub = lambda n: {"n_true": n}  # noqa: E731
+    j = {"judge": "j"}
+    ok_infer = lambda i, n: row("infer", i, parsed={"preference": "x"}, meta=sub(n))  # noqa: E731
+    rows = [
+        # A: 2 inferred items rated [1, .5]; 3 true items rated [1, 0, .5]
+        ok_infer("p1|consistent", 3), row("decompose", "p1|consistent", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p1|consistent", "j|precision", {"scores": [1.0, 0.5]}, meta=j),
+        row("match", "p1|consistent", "j|recall", {"scores": [1.0, 0.0, 0.5]}, meta=j),
+        # B: the inferred preference decomposes into nothing: 0 of 0 inferred, 0 of 2 true
+        ok_infer("p1|contrastive", 2), row("decompose", "p1|contrastive", "j", {"checklist": []}, meta=j),
+        # C: the matcher rated 1 of 3 inferred items, and 2 when asked again (a judge failure: excluded, counted)
+        ok_infer("p1|changing", 4), row("decompose", "p1|changing", "j", {"checklist": ["q1", "q2", "q3"]}, meta=j),
+        row("match", "p1|changing", "j|precision", {"scores": [0.5]}, meta=j),
+        row("rematch", "p1|changing", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
+        row("match", "p1|changing", "j|recall", {"scores": [1.0, 1.0, 1.0, 1.0]}, meta=j),
+        # D, E: the inference stayed unreadable / overflowed the context: scored 0 (0 of 0, 0 of t)
+        row("infer", "p2|consistent", status="failed", cause="parse_error", meta=sub(2)),
+        row("infer", "p2|contrastive", status="failed", cause="context_overflow", meta=sub(3)),
+        # F: the recall matcher answer stayed unreadable: judge failure
+        ok_infer("p2|changing", 2), row("decompose", "p2|changing", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p2|changing", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
+        row("match", "p2|changing", "j|recall", status="failed", cause="parse_error", meta=j),
+        # G: never answered (rate limits to the end): no answer, excluded
+        row("infer", "p3|consistent", status="failed", cause="rate_limit", meta=sub(2)),
+        # H: 1 inferred item rated [1]; 2 true items rated [.5, .5]
+        ok_infer("p3|contrastive", 2), row("decompose", "p3|contrastive", "j", {"checklist": ["q1"]}, meta=j),
+        row("match", "p3|contrastive", "j|precision", {"scores": [1.0]}, meta=j),
+        row("match", "p3|contrastive", "j|recall", {"scores": [0.5, 0.5]}, meta=j),
+        # I: the decomposer's answer stayed unreadable: judge failure
+        ok_infer("p3|changing", 3), row("decompose", "p3|changing", "j", status="failed", meta=j),
+        # J: 1 rating for 2 inferred items, put right when asked again: [1, 0]; 2 true items rated [1, 1]
+        ok_infer("p4|consistent", 2), row("decompose", "p4|consistent", "j", {"checklist": ["q1", "q2"]}, meta=j),
+        row("match", "p4|consistent", "j|precision", {"scores": [1.0]}, meta=j),
+        row("rematch", "p4|consistent", "j|precision", {"scores": [1.0, 0.0]}, meta=j),
+        row("match", "p4|consistent", "j|recall", {"scores": [1.0, 1.0]}, meta=j),
+        # K: a wrong number of ratings whose re-ask has not been answered yet: no answer
+        ok_infer("p4|contrastive", 2), row("decompose", "p4|contrastive", "j", {"checklist": ["q1"]}, meta=j),
+        row("match", "p4|contrastive", "j|precision", {"scores": [1.0, 1.0]}, meta=j),
+        row("match", "p4|contrastive", "j|recall", {"scores": [1.0, 1.0]}, meta=j),
+        # generation: A 8.5, B 7, C judge unreadable (excluded), D overflow (0, as the reference), E timeout
+        row("generate", "p1|consistent", meta=sub(3)), row("judge", "p1|consistent", "j", {"score": 8.5}, meta=j),
+        row("generate", "p1|contrastive", meta=sub(2)), row("judge", "p1|contrastive", "j", {"score": 7.0}, meta=j),
+        row("generate", "p1|changing", meta=sub(4)), row("judge", "p1|changing", "j", status="failed", meta=j),
+        row("generate", "p2|consistent", status="failed", cause="context_overflow", meta=sub(2)),
+        row("generate", "p2|contrastive", status="failed", cause="timeout", meta=sub(3)),
+    ]
+    return table_of(rows)
+
+
+def test_metrics_follow_the_reference_rules_and_the_failure_policy():
     table = BENCHMARK.metrics(fixture_table(), {}).to_pylist()
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in table}
     assert {r["judge"] for r in table} == {"j"}
-    # precision: A 1+0.5 of 2, B 0 of 0, C [0.5] padded to [0.5,0,0] -> 0.5 of 3 => 2.0/5 = 0.4
-    # recall: A 1+0+0.5 of 3, B 0 of 2, C [1]*5 cut to [1]*4 -> 4 of 4 => 5.5/9; D excluded
-    p, r = 2.0 / 5, 5.5 / 9
-    assert got["precision"] == (pytest.approx(p), 3, 1)
-    assert got["recall"] == (pytest.approx(r), 3, 1)
-    assert got["F1"][0] == pytest.approx(2 * p * r / (p + r))   # = 0.4835…
-    assert got["matcher_length_mismatch"][:2] == (1.0, 3)
-    # consistent: A only (D excluded): P 1.5/2, R 1.5/3; contrastive: B scored with nothing inferred
-    assert got["precision[instance_type=consistent]"] == (0.75, 1, 1)
-    assert got["recall[instance_type=consistent]"] == (0.5, 1, 1)
-    assert got["precision[instance_type=contrastive]"][:2] == (0.0, 1)
-    assert got["F1[instance_type=contrastive]"][0] == 0.0
-    # alignment: (8.5 + 7) / 2; C's judge answer unreadable -> excluded
-    assert got["alignment"] == (7.75, 2, 1)
+    # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H, J
+    scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1),
+              "J": (2.0, 1.0, 2, 2)}
+    p, r, f = reference_prf(list(scored.values()))
+    assert (p, r) == (pytest.approx(3.5 / 5), pytest.approx(4.5 / 14))  # the same numbers by hand
+    excluded = 5  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G and K (no answer)
+    assert got["precision"] == (pytest.approx(p), 6, excluded)
+    assert got["recall"] == (pytest.approx(r), 6, excluded)
+    assert got["F1"] == (pytest.approx(f), 6, excluded)
+    assert got["failures_model[task=inference]"][:2] == (2.0, 11)
+    assert got["failures_judge[task=inference]"][:2] == (3.0, 11)
+    assert got["no_answer[task=inference]"][:2] == (2.0, 11)
+    assert got["matcher_length_mismatch"][:2] == (1.0, 11)
+    # per type: consistent = A, D, J scored (G no answer); contrastive = B, E, H (K no answer)
+    pc, rc, _ = reference_prf([scored["A"], scored["D"], scored["J"]])
+    assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 3, 1)
+    assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 3, 1)
+    assert got["precision[instance_type=contrastive]"] == (pytest.approx(reference_prf(
+        [scored["B"], scored["E"], scored["H"]])[0]), 3, 1)
+    assert math.isnan(got["precision[instance_type=changing]"][0])
+    assert got["precision[instance_type=changing]"][1:] == (0, 3)
+    # alignment: (8.5 + 7 + 0) / 3; C's judge unreadable and E never answered are excluded
+    assert got["alignment"] == (pytest.approx(15.5 / 3), 3, 2)
+    assert got["failures_model[task=generation]"][:2] == (1.0, 5)
+    assert got["failures_judge[task=generation]"][:2] == (1.0, 5)
+    assert got["no_answer[task=generation]"][:2] == (1.0, 5)
     assert got["alignment[instance_type=changing]"][1:] == (0, 1)
-    assert math.isnan(got["alignment[instance_type=changing]"][0])
-    assert got["parse_failures_infer"][:2] == (1.0, 4)
+    assert got["parse_failures_infer"][:2] == (1.0, 11)
+    assert got["parse_failures_rematch"][:2] == (0.0, 2)
     assert got["parse_failures_judge"][:2] == (1.0, 3)
 
 
-def test_failed_summary_excludes_its_instance_from_both_tasks():
+def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summary_empty():
     tasks = {"tasks": ["inference", "generation"], "n_true": 2}
     rows = [row("summarize", "p|consistent", f"session{i}", {"summary": "s"}, meta=tasks) for i in range(8)]
-    rows.append(row("summarize", "p|changing", "session0", status="failed", meta=tasks))  # chain stops here
+    rows.append(row("summarize", "p|changing", "session0", status="failed", cause="timeout", meta=tasks))
+    rows.append(row("summarize", "p|contrastive", "session0", status="failed", cause="context_overflow", meta=tasks))
     rows += [row("infer", "p|consistent", parsed={"preference": "x"}, meta=tasks),
              row("decompose", "p|consistent", "j", {"checklist": []}, meta={"judge": "j"}),
              row("generate", "p|consistent", meta=tasks),
-             row("judge", "p|consistent", "j", {"score": 4.0}, meta={"judge": "j"})]
-    table = pa.Table.from_pylist([{k: r.get(k) for k in SHARD_SCHEMA.names} for r in rows], schema=SHARD_SCHEMA)
-    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table, {}).to_pylist()}
-    # consistent: empty checklist -> P 0 (0 of 0 items), R 0 of 2; changing: never reached inference
-    assert got["precision"] == (0.0, 1, 1) and got["recall"] == (0.0, 1, 1) and got["F1"] == (0.0, 1, 1)
-    assert got["alignment"] == (4.0, 1, 1)
-    assert got["parse_failures_summarize"] == (1.0, 9, 0)
-
-
-# -- parsers ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, score", [
-    ("8.5", 8.5), ("7/10", 7.0), ("**8**", 8.0), ("Score: 9", 9.0), ("Score: 8.5/10", 8.5),
-    ('{"analysis": "ok", "score": 6.5}', 6.5), ('```json\n{"analysis": "a", "score": "4"}\n```', 4.0),
-    ("### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n7", 7.0),
-    ("Item 2 is met. Overall I'd give it 6/10.", 6.0),
-])
-def test_parse_score(text, score):
-    assert parse_score(text) == {"score": score}
-
-
-@pytest.mark.parametrize("text", ["", "The answer is fine.", "### Evaluation Score\n\nexcellent", "Score: 11", "0"])
-def test_parse_score_missing_or_out_of_range(text):
-    with pytest.raises(ParseError):
-        parse_score(text)
-
-
-@pytest.mark.parametrize("text", [
-    "Reasoning here.\nPreference: Use numbered steps.",
-    "**Preference:** Use numbered steps.",
-    "### Analysis\nblah\n\n### Most Likely Preference\n\nUse numbered steps.",
-    "- Preference - \"Use numbered steps.\"",
-    "They want lists. Preference: something else. Preference: Use numbered steps.",  # inline: the last label
-])
-def test_parse_preference_variants(text):
-    assert parse_preference(text) == {"preference": "Use numbered steps."}
-
-
-def test_parse_preference_missing_section():
-    for text in ("I think they like lists.", "Preference:", "### Most Likely Preference\n\n"):
-        with pytest.raises(ParseError):
-            parse_preference(text)
-
-
-def test_checklist_and_match_parsers():
-    five = '{"checklist": ["a?", " ", "b?", "c?", "d?", "e?"]}'  # blanks dropped, then cut to 4
-    assert parse_checklist(five) == {"checklist": ["a?", "b?", "c?", "d?"]}
-    assert parse_checklist('{"checklist": []}') == {"checklist": []}
-    answer = '{"results": [{"coverage": "Fully Covered"}, {"label": "partially"}, {"coverage": "not covered"}]}'
-    assert parse_match(answer) == {"scores": [1.0, 0.5, 0.0]}
-    for bad in ("no json", '{"results": [{"coverage": "mostly"}]}', '{"checklist": "x"}'):
-        with pytest.raises(ParseError):
-            (parse_match if "results" in bad or bad == "no json" else parse_checklist)(bad)
+             row("judge", "p|consistent", "j", {"score": 4.0}, meta={"judge": "j"}),
+             # the overflowed summary is left empty: the chain goes on, and this inference is unreadable
+             row("infer", "p|contrastive", status="failed", cause="parse_error", meta=tasks)]
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
+    # consistent: empty checklist -> 0 of 0, 0 of 2; contrastive: model failure -> 0 of 0, 0 of 2
+    assert got["precision"] == (0.0, 2, 1) and got["recall"] == (0.0, 2, 1) and got["F1"] == (0.0, 2, 1)
+    assert got["no_answer[task=inference]"] == (1.0, 3, 0)
+    assert got["alignment"] == (4.0, 1, 2)  # contrastive has no generation row yet: no answer
+    assert got["parse_failures_summarize"] == (0.0, 10, 0)
 
 
 # -- oracle selection and what reaches the model -----------------------------------------------------
@@ -162,8 +171,9 @@ def test_oracle_sessions_are_the_same_context_and_preference():
                 and s["contextual_preference"] == raw["current_contextual_preference"]]
         assert expected[inst.instance_type] in (None, want)
         units = BENCHMARK._infer_units(StageContext(job("oracle", history="oracle"), [inst]))
-        system = units[0].request.system
-        shown = [i for i, s in enumerate(raw["prior_interactions"]) if s["dialogue"][0]["content"] in system]
+        sent = units[0].request.messages[0]["content"]  # the log travels in the user turn
+        assert raw["prior_interactions"][0]["dialogue"][0]["content"][:40] not in (units[0].request.system or "")
+        shown = [i for i, s in enumerate(raw["prior_interactions"]) if s["dialogue"][0]["content"] in sent]
         assert shown == want
     # "changing": only the latest session(s) with the current preference, not the outdated ones
     changing = {r["persona_id"]: r for r in SAMPLE_ROWS if r["instance_type"] == "changing"}
@@ -182,6 +192,40 @@ def test_hidden_fields_never_reach_the_model():
                 assert secret not in sent
     assert [u.instance_id for u in BENCHMARK._infer_units(ctx)][:2] == ["03+chemistry_teacher|consistent",
                                                                        "03+chemistry_teacher|contrastive"]
+
+
+def test_a_wrong_number_of_ratings_is_asked_again_once_in_the_same_conversation():
+    instances = load_instances("sample", None, 1)
+    key, truth = instances[0].instance_id, instances[0].checklist
+    ctx = StageContext(job("full"), instances)
+    ctx.results = {
+        "infer": table_of([row("infer", key, parsed={"preference": "P"})]),
+        "decompose": table_of([row("decompose", key, "fake", {"checklist": ["a?", "b?"]})]),
+        "match": table_of([row("match", key, "fake|precision", {"scores": [1.0]}, text="ONE RATING"),
+                           row("match", key, "fake|recall", {"scores": [1.0] * len(truth)})]),
+    }
+    units = BENCHMARK._rematch_units(ctx)
+    assert [u.item for u in units] == ["fake|precision"]
+    messages = units[0].request.messages
+    assert messages[0] == match_messages(["a?", "b?"], instances[0].preference)[0]
+    assert messages[1] == {"role": "assistant", "content": "ONE RATING"}
+    assert "rated 1 entries, but the checklist has 2" in messages[2]["content"]
+    assert units[0].request.json_schema == match_schema(2)
+    assert [u.item for u in BENCHMARK._match_units(ctx)] == ["fake|precision", "fake|recall"]
+
+
+def test_summary_log_leaves_an_overflowed_summary_empty_and_waits_for_unanswered_ones():
+    instances = load_instances("sample", None, 2)
+    first, second = (i.instance_id for i in instances)
+    rows = [row("summarize", iid, f"session{k}", {"summary": f"S{k}"}) for iid in (first, second) for k in range(7)]
+    rows += [row("summarize", first, "session7", status="failed", cause="context_overflow"),
+             row("summarize", second, "session7", status="failed", cause="timeout")]
+    ctx = StageContext(job("summary", summarize=True), instances)
+    ctx.results = {"summarize": table_of(rows)}
+    units = BENCHMARK._infer_units(ctx)
+    assert [u.instance_id for u in units] == [first]
+    sent = units[0].request.messages[0]["content"]
+    assert "### Conversation 7\n\nS6\n\n### Conversation 8\n\n\n" in sent
 
 
 # -- loader ------------------------------------------------------------------------------------------
@@ -206,8 +250,8 @@ def test_loader_reads_good_rows_in_every_format(tmp_path):
     (lambda r: r["prior_interactions"][3]["dialogue"][1].update(role="system"),
      "prior_interactions[3].dialogue[1].role"),
     (lambda r: r["prior_interactions"][2].pop("context_factor"), "prior_interactions[2].context_factor"),
-    (lambda r: r.update(current_checklist=["a?"]), "current_checklist"),
-    (lambda r: r["current_checklist"].extend(["x?", "y?", "z?"]), "current_checklist"),
+    (lambda r: r.update(current_checklist=[]), "current_checklist"),
+    (lambda r: r.update(current_checklist="a?"), "current_checklist"),
     (lambda r: r.update(instance_type="stable"), "instance_type"),
     (lambda r: r.update(current_request=""), "current_request"),
 ])
@@ -219,6 +263,47 @@ def test_loader_rejects_malformed_row_naming_file_row_field(tmp_path, change, fi
         load_instances("hub", str(path), None)
     message = str(info.value)
     assert str(path) in message and "row 2" in message and f"'{field}'" in message
+
+
+def test_loader_lists_every_bad_row_at_once_up_to_twenty(tmp_path):
+    rows = json.loads(json.dumps(SAMPLE_ROWS))
+    rows[1]["current_request"] = ""
+    rows[4]["prior_interactions"].pop()
+    with pytest.raises(DataError) as info:
+        load_instances("hub", str(write_rows(tmp_path / "two.jsonl", rows)), None)
+    message = str(info.value)
+    assert "2 bad row(s)" in message and "row 2: field 'current_request'" in message
+    assert "row 5: field 'prior_interactions'" in message
+    many = [dict(SAMPLE_ROWS[0], persona_id=f"p{i}", current_request="") for i in range(23)]
+    with pytest.raises(DataError) as info:
+        load_instances("hub", str(write_rows(tmp_path / "many.jsonl", many)), None)
+    message = str(info.value)
+    assert "23 bad row(s)" in message and "row 20:" in message and "row 21:" not in message
+    assert "... and 3 more bad row(s)" in message
+
+
+def test_unusual_checklist_lengths_are_kept_with_one_warning(tmp_path, capsys):
+    rows = json.loads(json.dumps(SAMPLE_ROWS))
+    rows[0]["current_checklist"] = ["only one?"]
+    rows[2]["current_checklist"] = [f"q{k}?" for k in range(5)]
+    path = write_rows(tmp_path / "odd.jsonl", rows)
+    for _ in range(3):  # loaded once per condition: warned once
+        instances = load_instances("hub", str(path), None)
+    assert [len(i.checklist) for i in instances][:3] == [1, len(SAMPLE_ROWS[1]["current_checklist"]), 5]
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "2 row(s)" in err and "row 1 (1)" in err and "row 3 (5)" in err
+
+
+def test_oracle_matching_ignores_whitespace_and_case_and_a_row_without_one_is_an_error(tmp_path):
+    rows = json.loads(json.dumps(SAMPLE_ROWS))
+    raw = rows[0]
+    raw["current_context_factor"] = "  " + raw["current_context_factor"].upper() + " "
+    raw["current_contextual_preference"] = raw["current_contextual_preference"].replace(" ", "  ") + "\n"
+    instances = load_instances("hub", str(write_rows(tmp_path / "spaces.jsonl", rows)), None)
+    assert oracle_indices(instances[0]) == (1, 6)
+    rows[3]["current_contextual_preference"] = "A preference no earlier session holds."
+    with pytest.raises(DataError, match=r"row 4: no prior session has the current context factor and preference"):
+        load_instances("hub", str(write_rows(tmp_path / "none.jsonl", rows)), None)
 
 
 def test_loader_rejects_duplicates_and_bad_json(tmp_path):
@@ -244,8 +329,9 @@ def test_hub_id_without_datasets_library_is_a_clear_data_error():
 # -- end to end: every CUPID condition through the real CLI and the fake provider -------------------
 CONDITIONS = ("full", "oracle", "oracle_preference", "summary")
 INFER_PARAMS = {"max_tokens": 1024, "temperature": 0.0}  # the stage's params over the fake's max_tokens
-# A seed whose deterministic fake answers walk every path: unparsable inferences, an empty inferred
-# checklist, matcher answers of the right and of the wrong length (the test asserts each happens).
+# The fake answers by echoing lines of the prompt, so with the default prompts its inferences hold no
+# marked preference section: every inference is a model failure (scored 0), which the test asserts.
+# The prompt-override test (test_cupid_prompts.py) walks the decompose and match paths.
 SEED = 25
 
 
@@ -268,12 +354,35 @@ def expected_log(raw: dict, condition: str, rows: list[dict]) -> str:
     return render_log([render_session(index[s["dialogue"][0]["content"]]) for s in sessions])
 
 
-def expected_metrics(run_dir: Path, condition: str, limit: int,
-                     paths: dict[str, int]) -> dict[str, tuple[float, int, int]]:
+def inference_outcome(text: str, raw: dict, paths: dict[str, int], settings: dict | None,
+                      seed: int) -> tuple[float, int, float, int]:
+    """(Σ rated inferred, k, Σ rated true, t) of one instance, from the fake's answer rule."""
+    truth = raw["current_checklist"]
+    try:
+        preference = parse_preference(text)["preference"]
+    except ParseError:
+        paths["unparsable"] += 1
+        return 0.0, 0, 0.0, len(truth)  # a model failure scores 0, as the reference does
+    checklist = answer_json(DECOMPOSE_SCHEMA, list(decompose_messages(preference, settings)), seed)["checklist"]
+    if not checklist:
+        paths["empty"] += 1
+        return 0.0, 0, 0.0, len(truth)
+    true_pref = raw["current_contextual_preference"]
+    precision = [COVER[x["coverage"]] for x in answer_json(
+        match_schema(len(checklist)), list(match_messages(checklist, true_pref, settings)), seed)["results"]]
+    recall = [COVER[x["coverage"]] for x in answer_json(
+        match_schema(len(truth)), list(match_messages(truth, preference, settings)), seed)["results"]]
+    assert (len(precision), len(recall)) == (len(checklist), len(truth))  # the schema fixes the count
+    paths["matched"] += 1
+    return sum(precision), len(checklist), sum(recall), len(truth)
+
+
+def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str, int],
+                     settings: dict | None = None, seed: int = SEED) -> dict[str, tuple[float, int, int]]:
     """P/R/F1/alignment from the stored subject texts and the fake's answer rule, with our own arithmetic."""
     rows = [r for r in shard_rows(run_dir) if r["condition"] == condition]
     subject = {(r["stage"], r["instance_id"], r["item"]): r for r in rows}
-    sums: dict[str, list[float]] = {}   # slice -> [hit_inf, n_inf, hit_true, n_true, scored, excluded]
+    sums: dict[str, list[float]] = {}   # slice -> [hit_inf, n_inf, hit_true, n_true, scored]
     scores: dict[str, list[float]] = {}
     for raw in SAMPLE_ROWS[:limit]:
         key = f"{raw['persona_id']}|{raw['instance_type']}"
@@ -281,55 +390,34 @@ def expected_metrics(run_dir: Path, condition: str, limit: int,
         if condition == "summary":
             inst = next(i for i in load_instances("sample", None, None) if i.instance_id == key)
             for i, session in enumerate(inst.sessions):
-                _, messages = summarize_messages(session)
-                assert subject[("summarize", key, f"session{i}")]["text"] == answer_text(list(messages), SEED)
+                _, messages = summarize_messages(session, settings)
+                assert subject[("summarize", key, f"session{i}")]["text"] == answer_text(list(messages), seed)
         if condition != "oracle_preference":
             infer = subject[("infer", key, "")]
-            system, messages = infer_messages(expected_log(raw, condition, rows), raw["current_request"])
-            request = ChatRequest(messages, system=system, params=INFER_PARAMS, seed=SEED)
-            assert infer["request_hash"] == request.content_hash("fake-model")
-            text = answer_text(list(messages), SEED)
+            system, messages = infer_messages(expected_log(raw, condition, rows), raw["current_request"], settings)
+            request = ChatRequest(messages, system=system, params=INFER_PARAMS, seed=seed)
+            assert infer["request_hash"] == request.prompt_hash("fake-model")
+            text = answer_text(list(messages), seed)
             assert infer["text"] == text
-            outcome = None
-            if "Preference:" in text:
-                preference = text.rsplit("Preference:", 1)[1].strip()
-                checklist = answer_json(DECOMPOSE_SCHEMA, list(decompose_messages(preference)), SEED)["checklist"]
-                truth = raw["current_checklist"]
-                if checklist:
-                    true_pref = raw["current_contextual_preference"]
-                    precision = [COVER[x["coverage"]] for x in answer_json(
-                        MATCH_SCHEMA, list(match_messages(checklist, true_pref)), SEED)["results"]]
-                    recall = [COVER[x["coverage"]] for x in answer_json(
-                        MATCH_SCHEMA, list(match_messages(truth, preference)), SEED)["results"]]
-                    wrong = len(precision) != len(checklist) or len(recall) != len(truth)
-                    paths["mismatch" if wrong else "matched"] += 1
-                    outcome = (sum(precision[:len(checklist)]), len(checklist), sum(recall[:len(truth)]), len(truth))
-                else:
-                    paths["empty"] += 1
-                    outcome = (0.0, 0, 0.0, len(truth))
-            else:
-                paths["unparsable"] += 1
+            outcome = inference_outcome(text, raw, paths, settings, seed)
             for part in slices:
-                acc = sums.setdefault(part, [0.0, 0, 0.0, 0, 0, 0])
-                if outcome is None:
-                    acc[5] += 1
-                else:
-                    acc[:5] = [a + b for a, b in zip(acc[:5], (*outcome, 1))]
-        response = answer_text([{"role": "user", "content": raw["current_request"]}], SEED)
+                acc = sums.setdefault(part, [0.0, 0, 0.0, 0, 0])
+                acc[:] = [a + b for a, b in zip(acc, (*outcome, 1))]
+        response = answer_text([{"role": "user", "content": raw["current_request"]}], seed)
         assert subject[("generate", key, "")]["text"] == response
         _, messages = judge_prompt(raw["current_contextual_preference"], tuple(raw["current_checklist"]),
-                                   raw["current_request"], response)
-        score = answer_json(JUDGE_SCHEMA, list(messages), SEED)["score"]
+                                   raw["current_request"], response, settings)
+        score = answer_json(JUDGE_SCHEMA, list(messages), seed)["score"]
         for part in slices:
             scores.setdefault(part, []).append(score)
     out = {}
-    for part, (hit_inf, n_inf, hit_true, n_true, scored, excluded) in sums.items():
+    for part, (hit_inf, n_inf, hit_true, n_true, scored) in sums.items():
         suffix = f"[instance_type={part}]" if part else ""
         p = (hit_inf / n_inf if n_inf else 0.0) if scored else math.nan
         r = (hit_true / n_true if n_true else 0.0) if scored else math.nan
-        out["precision" + suffix] = (p, scored, excluded)
-        out["recall" + suffix] = (r, scored, excluded)
-        out["F1" + suffix] = ((2 * p * r / (p + r) if p + r else 0.0), scored, excluded)
+        out["precision" + suffix] = (p, scored, 0)
+        out["recall" + suffix] = (r, scored, 0)
+        out["F1" + suffix] = ((2 * p * r / (p + r) if p + r else 0.0), scored, 0)
     for part, values in scores.items():
         suffix = f"[instance_type={part}]" if part else ""
         out["alignment" + suffix] = (sum(values) / len(values), len(values), 0)
@@ -355,16 +443,17 @@ def test_sweep_over_all_conditions_equals_independent_metrics_and_resumes(run_cl
     metrics = read_metrics(run_dir)
     assert {c for c, _ in metrics} == set(CONDITIONS)
     for condition in CONDITIONS:
-        paths = {"unparsable": 0, "empty": 0, "matched": 0, "mismatch": 0}
+        paths = {"unparsable": 0, "empty": 0, "matched": 0}
         expected = expected_metrics(run_dir, condition, limit, paths)
         for name, want in expected.items():
             assert same(metrics[(condition, name)], want), (condition, name, metrics[(condition, name)], want)
         if condition == "oracle_preference":
             assert not any(m.startswith(("precision", "F1")) for c, m in metrics if c == condition)
         else:
-            assert all(paths.values()), paths
+            assert paths["unparsable"] > 0, paths
             assert metrics[(condition, "parse_failures_infer")][:2] == (paths["unparsable"], limit)
-            assert metrics[(condition, "matcher_length_mismatch")][0] == paths["mismatch"]
+            assert metrics[(condition, "failures_model[task=inference]")][:2] == (paths["unparsable"], limit)
+            assert metrics[(condition, "matcher_length_mismatch")][0] == 0
     assert metrics[("summary", "parse_failures_summarize")][1] == limit * 8
 
     first = fake_server.stats()

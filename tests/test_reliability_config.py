@@ -63,6 +63,9 @@ BAD_INPUTS = [
     (["run.estimate_output_ratio=0"], ["run.estimate_output_ratio=0", "> 0"]),
     (["condition.memory=5"], ["condition.memory=5", "string"]),
     (["model=gpt-9"], ["gpt-9"]),
+    (["run.tier=fast"], ["run.tier=fast", "interactive | batch"]),
+    (["run.batch.max_requests=0"], ["run.batch.max_requests=0", ">= 1"]),
+    (["model.reasoning_tokens=-1"], ["model.reasoning_tokens=-1", ">= 0"]),
 ]
 
 

@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.paid import SENT, read_paid
+from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
+from prefray.engine.stats import add_intervals
 from prefray.engine.store import latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
@@ -30,7 +32,10 @@ def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: 
             continue
         part = rows.filter(pc.equal(rows["benchmark"], name))
         tables.append(benchmarks[name].metrics(part, settings.get(name, {})).cast(METRIC_SCHEMA))
-    table = pa.concat_tables(tables)
+    return sort_metrics(pa.concat_tables(tables))
+
+
+def sort_metrics(table: pa.Table) -> pa.Table:
     return table.sort_by([("benchmark", "ascending"), ("model", "ascending"), ("condition", "ascending"),
                           ("judge", "ascending"), ("metric", "ascending")])
 
@@ -85,18 +90,32 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         "output_tokens": pa.array([0] * cached.num_rows, pa.int64()),
         "cost_usd": pa.array([0.0] * cached.num_rows, pa.float64()),
     })
-    return _grouped(pa.concat_tables([table, hits]))
+    # rows paid through another path than a gateway (e.g. a provider's batch API): from the rows
+    ledgered = set(zip(paid["request_hash"].to_pylist(), paid["model_id"].to_pylist()))
+    elsewhere = [(h, m) not in ledgered for h, m in zip(rows["request_hash"].to_pylist(), rows["model_id"].to_pylist())]
+    others = _ledger_rows(rows.filter(pa.array(elsewhere, pa.bool_())), with_cached=False)
+    order = LEDGER_KEYS + list(LEDGER_SUMS)
+    return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
 
 
 def _ledger_from_rows(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
-    sent = pc.and_(pc.invert(rows["cached"].fill_null(False)), pc.not_equal(rows["status"], "skipped"))
+    return _grouped(_ledger_rows(rows, with_cached=True))
+
+
+def _ledger_rows(rows: pa.Table, with_cached: bool) -> pa.Table:
+    """Ledger entries from stored rows (every attempt was paid unless cached or skipped)."""
+    cached = rows["cached"].fill_null(False)
+    if not with_cached:
+        rows = rows.filter(pc.invert(cached))
+        cached = rows["cached"].fill_null(False)
+    sent = pc.and_(pc.invert(cached), pc.not_equal(rows["status"], "skipped"))
     table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd"])
     table = table.append_column("calls", sent.cast(pa.int64()))
-    table = table.append_column("cached", rows["cached"].fill_null(False).cast(pa.int64()))
+    table = table.append_column("cached", cached.cast(pa.int64()))
     table = table.append_column("unsettled", pa.array([0] * rows.num_rows, pa.int64()))
-    return _grouped(table)
+    return table.select(LEDGER_KEYS + list(LEDGER_SUMS))
 
 
 def _grouped(table: pa.Table) -> pa.Table:
@@ -107,27 +126,26 @@ def _grouped(table: pa.Table) -> pa.Table:
     return grouped.select(LEDGER_KEYS + list(LEDGER_SUMS)).sort_by([(k, "ascending") for k in LEDGER_KEYS])
 
 
-def cell_completeness(calls: pa.Table) -> dict[tuple[str, str, str], int]:
-    """Units not ok (failed or skipped) per benchmark × model × condition."""
-    missing: dict[tuple[str, str, str], int] = {}
-    for row in calls.to_pylist():
-        key = (row["benchmark"], row["model"], row["condition"])
-        missing[key] = missing.get(key, 0) + row["failed"] + row["skipped"]
-    return missing
-
-
-def with_completeness(metrics: pa.Table, calls: pa.Table) -> pa.Table:
-    missing = cell_completeness(calls)
-    counts = [missing.get((b, m, c), 0) for b, m, c in zip(
+def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
+    """Mark each metric row with its cell's units that got no answer (failure policy: excluded,
+    the cell is incomplete until a rerun answers them). A metric row whose condition is no job of
+    its own (a benchmark that splits one job's results by condition, or fits across conditions)
+    takes the count of every job of its benchmark × model."""
+    missing = no_answer_units(best)
+    per_model: dict[tuple[str, str], int] = {}
+    for (benchmark, model, _), count in missing.items():
+        per_model[(benchmark, model)] = per_model.get((benchmark, model), 0) + count
+    counts = [missing[(b, m, c)] if (b, m, c) in missing else per_model.get((b, m), 0) for b, m, c in zip(
         *(metrics[k].to_pylist() for k in ("benchmark", "model", "condition")))]
     return metrics.append_column("incomplete_units", pa.array(counts, pa.int64())).append_column(
         "complete", pa.array([n == 0 for n in counts], pa.bool_()))
 
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
-                  budget_usd: float | None = None, quiet: bool = False, plots: bool = True) -> pa.Table:
-    """Write metrics.{csv,parquet,md}, calls.csv, costs.csv, judge_agreement.csv and plots/*.png;
-    print a summary."""
+                  budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
+                  seed: int = 0) -> pa.Table:
+    """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
+    calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
     from prefray.engine.agreement import judge_agreement, judge_values
     from prefray.engine.report import print_summary, render_markdown
 
@@ -135,16 +153,18 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     all_rows = read_rows(run_dir)
     best = latest_attempts(all_rows)
     calls = summarize_calls(best)
-    metrics = with_completeness(compute_metrics(best, benchmarks, settings), calls)
+    metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
+    metrics = with_completeness(sort_metrics(metrics), best)
+    metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
     costs = ledger(all_rows, read_paid(run_dir))
     agreement = judge_agreement(judge_values(best))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
     if plots:
-        from prefray.engine.plots import write_plots
+        from prefray.engine.plots import figure_specs, write_plots
 
-        write_plots(run_dir, metrics)
+        write_plots(run_dir, metrics, figure_specs(benchmarks))
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")

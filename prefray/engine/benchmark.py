@@ -71,6 +71,11 @@ class Stage:
     is asked once more, then stored with status failed and cause parse_error.
     `example_answer` is a well-formed answer that estimates use when their simulated text does not
     parse (free-text stages with a required format), so later stages are counted in full.
+    `inputs` names the earlier stages whose rows `build` reads (None: every earlier stage); the stage
+    starts once they are done. With `per_unit`, each unit needs only rows of its inputs that belong
+    to it (a judge unit needs its one answer), so `build` may be called on the rows stored so far
+    and the stage starts sending while its inputs still run; `build` must then return, for the
+    rows it is given, the same units it returns for the full set.
     """
 
     name: str
@@ -78,6 +83,8 @@ class Stage:
     role: str = "subject"
     parse: Callable[[str], Any] | None = None
     example_answer: str | None = None
+    inputs: tuple[str, ...] | None = None
+    per_unit: bool = False
 
 
 class Benchmark(Protocol):
@@ -92,6 +99,31 @@ class Benchmark(Protocol):
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """Long-format metrics (METRIC_SCHEMA) from every stored row of this benchmark."""
 
+
+class ScoresUnits(Protocol):
+    """Optional hook: a benchmark that has it gets 95% cluster-bootstrap intervals (`ci_low`,
+    `ci_high` in metrics.*) on every metric that its per-unit scores average to."""
+
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """One row per scored unit (UNIT_SCORE_SCHEMA) from the best attempt of every stored row:
+        `value` is the unit's score whose mean over a cell is the metric's value, `cluster` the
+        benchmark's independent unit (e.g. a profile or a persona). A unit without a score (excluded)
+        has no row."""
+
+
+def unit_scores_hook(benchmark: Any) -> Callable[[pa.Table, dict[str, Any]], pa.Table] | None:
+    return getattr(benchmark, "unit_scores", None)
+
+
+UNIT_SCORE_SCHEMA = pa.schema([
+    ("benchmark", pa.string()),
+    ("model", pa.string()),
+    ("condition", pa.string()),
+    ("judge", pa.string()),
+    ("metric", pa.string()),
+    ("cluster", pa.string()),
+    ("value", pa.float64()),
+])
 
 METRIC_SCHEMA = pa.schema([
     ("benchmark", pa.string()),

@@ -20,10 +20,13 @@ from prefray.engine.limits import ModelLimits
 from prefray.engine.journal import AnswerJournal
 from prefray.engine.paid import SENT, PaidLog
 from prefray.engine.providers import ProviderError, build_provider
+from prefray.engine.providers.base import TRUNCATION_REASONS
 from prefray.engine.retry import RetryPolicy
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 NAMESPACE = "prefray"
+# Answers that mean "slow down": the lane halves its in-flight window.
+PUSHBACK_CAUSES = frozenset({"rate_limit", "server_error"})
 
 
 class _Lane:
@@ -101,10 +104,14 @@ class _Lane:
                         status="ok", text=reply.text, model_version=reply.model_version,
                         input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, tries=tries,
                         latency_s=done - sent, started_at=started, finished_at=done,
+                        finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS,
                     )
                     await self.limits.reconcile(estimate, reply.input_tokens)
+                    await self.limits.answered(result.latency_s, reply.rate_headers)
                     return result
             self._record_try(request, refined_cause(error), 0, 0)
+            if error.cause in PUSHBACK_CAUSES:
+                await self.limits.pushed_back(error.rate_headers)
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()

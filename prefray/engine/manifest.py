@@ -104,7 +104,7 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
 
 
 # Settings that decide what a stored unit means: resuming with other values would mix answers.
-_MODEL_KEYS = ("provider", "model_id", "params", "max_output_tokens")
+_MODEL_KEYS = ("provider", "model_id", "params", "max_output_tokens", "reasoning_tokens")
 
 
 def result_identity(cfg: dict[str, Any]) -> dict[str, Any]:

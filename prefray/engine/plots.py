@@ -1,18 +1,44 @@
-"""Figures from the long-format metrics: one PNG per benchmark and metric family.
+"""Figures from the long-format metrics, as PNG and SVG under RUN_DIR/plots/.
 
-One figure per headline metric (models on the x axis) and one per breakdown dimension (e.g.
-`MR[category=…]`: the categories on the x axis). Bars are grouped by condition (and judge when several judged the run).
+- One bar figure per headline metric (models on the x axis) and one per breakdown dimension (e.g.
+  `MR[category=…]`: the categories on the x axis); bars grouped by condition (and judge when several
+  judged the run).
+- Scatter pairs a benchmark declares (`figures = [ScatterSpec(x="AAR", y="MR")]` on the benchmark
+  object): one point per model × condition (× judge), e.g. a misapplication rate against an
+  appropriate-application rate.
+
+Every figure shows n, draws 95% CI whiskers where the metrics carry `ci_low`/`ci_high`, hatches
+(bars) or hollows (points) incomplete cells, writes "no data" where a value is missing (never a
+zero bar), and uses one value scale per metric family (`MR` and all `MR[…]` breakdowns share it).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 import pyarrow as pa
 
 MAX_FIGURES = 60
+FORMATS = ("png", "svg")
+NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cell · 'no data': no value"
+
+
+@dataclass(frozen=True)
+class ScatterSpec:
+    """A figure of metric `y` against metric `x`, one point per model × condition (× judge)."""
+
+    x: str
+    y: str
+    title: str = ""
+
+
+def figure_specs(benchmarks: dict[str, Any]) -> dict[str, list[ScatterSpec]]:
+    """The scatter figures each benchmark declares (its optional `figures` attribute)."""
+    return {name: list(getattr(b, "figures", ()) or ()) for name, b in benchmarks.items()}
 
 
 def _family(metric: str) -> tuple[str, str]:
@@ -24,12 +50,16 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
 
 
+def _number(value: Any) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
 def figure_groups(metrics: pa.Table) -> dict[tuple[str, str], list[dict]]:
     """Rows by figure: (benchmark, metric) for headline values across models, and
     (benchmark, metric[dimension]) for each breakdown dimension (e.g. MR[category])."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in metrics.to_pylist():
-        if row["value"] is None or math.isnan(row["value"]):
+        if _number(row["value"]) is None:
             continue
         family, part = _family(row["metric"])
         dimension, _, value = part.partition("=")
@@ -40,40 +70,168 @@ def figure_groups(metrics: pa.Table) -> dict[tuple[str, str], list[dict]]:
     return groups
 
 
-def draw(rows: list[dict], title: str, path: Path) -> None:
+def family_scales(metrics: pa.Table) -> dict[tuple[str, str], tuple[float, float]]:
+    """(benchmark, family) → y limits covering every value and CI bound of the family; rates that
+    stay in [0, 1] get [0, 1]."""
+    spans: dict[tuple[str, str], list[float]] = {}
+    for row in metrics.to_pylist():
+        values = [v for v in (_number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")))
+                  if v is not None]
+        if values:
+            spans.setdefault((row["benchmark"], _family(row["metric"])[0]), []).extend(values)
+    scales = {}
+    for key, values in spans.items():
+        low, high = min(0.0, min(values)), max(0.0, max(values))  # 0 is always on the scale
+        if low >= 0 and high <= 1:
+            scales[key] = (0.0, 1.08)
+        else:
+            pad = 0.08 * ((high - low) or 1.0)
+            scales[key] = (low - (pad if low < 0 else 0.0), high + pad)
+    return scales
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text in SVG: searchable, smaller
+
+    return plt
+
+
+def _errors(row: dict) -> tuple[float, float] | None:
+    value, low, high = _number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high"))
+    if value is None or low is None or high is None:
+        return None
+    return max(0.0, value - low), max(0.0, high - value)
+
+
+def _save(fig, path: Path) -> list[Path]:
+    fig.text(0.01, 0.01, NOTE, fontsize=6, color="#555")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    written = []
+    for fmt in FORMATS:
+        target = path.with_name(f"{path.name}.{fmt}")
+        fig.savefig(target, dpi=110)
+        written.append(target)
+    _pyplot().close(fig)
+    return written
+
+
+def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | None = None) -> list[Path]:
+    """A grouped bar figure; `path` without suffix gets one file per format."""
+    plt = _pyplot()
     multi_judge = len({r["judge"] for r in rows}) > 1
     x_key = "slice" if rows[0]["slice"] else "model"
     xs = sorted({r[x_key] for r in rows})
     series = sorted({(r["model"] if x_key == "slice" else "", r["condition"], r["judge"] if multi_judge else "")
                      for r in rows})
     width = 0.8 / max(1, len(series))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(xs) * max(1, len(series)) ** 0.5 + 3), 4))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(xs) * max(1, len(series)) ** 0.5 + 3), 4.2))
+    low, high = scale or (0.0, 1.08)
+    ax.set_ylim(low, high)
     for i, (model, condition, judge) in enumerate(series):
-        values = {r[x_key]: r["value"] for r in rows
-                  if r["condition"] == condition and (not model or r["model"] == model)
-                  and (not multi_judge or r["judge"] == judge)}
+        found = {r[x_key]: r for r in rows if r["condition"] == condition and (not model or r["model"] == model)
+                 and (not multi_judge or r["judge"] == judge)}
         label = " / ".join(p for p in (model, condition, judge) if p)
-        ax.bar([j + i * width for j in range(len(xs))], [values.get(x, 0.0) for x in xs], width, label=label)
+        color = f"C{i % 10}"
+        for j, x in enumerate(xs):
+            pos = j + i * width
+            row = found.get(x)
+            if row is None:
+                ax.text(pos, low + 0.02 * (high - low), "no data", rotation=90, ha="center", va="bottom",
+                        fontsize=6, color="#777")
+                continue
+            incomplete = row.get("complete") is False
+            errors = _errors(row)
+            ax.bar(pos, row["value"], width, color=color, label=label if label else None,
+                   hatch="//" if incomplete else None, edgecolor="black" if incomplete else color,
+                   yerr=[[errors[0]], [errors[1]]] if errors else None, capsize=2, ecolor="#333")
+            if row["value"] == 0:  # a zero is a value: drawn as a thick line on the axis, unlike "no data"
+                ax.plot([pos - width / 2, pos + width / 2], [0, 0], color=color, linewidth=3, solid_capstyle="butt")
+            label = ""  # one legend entry per series
+            top = row["value"] + (errors[1] if errors else 0.0)
+            ax.text(pos, min(max(top, 0.0) + 0.01 * (high - low), high), f"n={row.get('n', '?')}", rotation=90,
+                    ha="center", va="bottom", fontsize=6)
+    ax.axhline(0, color="#999", linewidth=0.6)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))])
     ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=8)
     ax.set_title(title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if any(s != ("", "", "") for s in series):
+        ax.legend(fontsize=7)
+    return _save(fig, path)
 
 
-def write_plots(run_dir: Path, metrics: pa.Table) -> list[Path]:
+def scatter_points(metrics: pa.Table, benchmark: str, spec: ScatterSpec) -> list[dict]:
+    """One point per model × condition × judge that has both metrics (missing pairs are left out
+    and listed in the figure as 'no data')."""
+    cells: dict[tuple, dict[str, dict]] = {}
+    for row in metrics.to_pylist():
+        if row["benchmark"] == benchmark and row["metric"] in (spec.x, spec.y):
+            cells.setdefault((row["model"], row["condition"], row["judge"]), {})[row["metric"]] = row
+    points = []
+    for (model, condition, judge), pair in sorted(cells.items()):
+        x, y = pair.get(spec.x), pair.get(spec.y)
+        usable = x is not None and y is not None and _number(x["value"]) is not None and _number(y["value"]) is not None
+        points.append({"model": model, "condition": condition, "judge": judge, "x": x, "y": y, "usable": usable})
+    return points
+
+
+def draw_scatter(points: list[dict], spec: ScatterSpec, title: str, path: Path,
+                 scales: tuple[tuple[float, float], tuple[float, float]]) -> list[Path]:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 5.2))
+    models = sorted({p["model"] for p in points})
+    conditions = sorted({p["condition"] for p in points})
+    markers = "osD^v<>PX*"
+    multi_judge = len({p["judge"] for p in points}) > 1
+    missing = []
+    for p in points:
+        name = " / ".join(s for s in (p["model"], p["condition"], p["judge"] if multi_judge else "") if s)
+        if not p["usable"]:
+            missing.append(name)
+            continue
+        x, y = p["x"], p["y"]
+        incomplete = x.get("complete") is False or y.get("complete") is False
+        color = f"C{models.index(p['model']) % 10}"
+        xerr, yerr = _errors(x), _errors(y)
+        ax.errorbar(x["value"], y["value"], xerr=[[xerr[0]], [xerr[1]]] if xerr else None,
+                    yerr=[[yerr[0]], [yerr[1]]] if yerr else None, fmt=markers[conditions.index(p["condition"]) % 10],
+                    color=color, mfc="none" if incomplete else color, capsize=2, markersize=7)
+        ax.annotate(f"{name} (n={x.get('n', '?')}/{y.get('n', '?')})", (x["value"], y["value"]), fontsize=6,
+                    xytext=(4, 4), textcoords="offset points")
+    for (low, high), set_limits in zip(scales, (ax.set_xlim, ax.set_ylim)):
+        set_limits(low - 0.03 * (high - low), high)  # points on 0 stay visible
+    ax.set_xlabel(spec.x)
+    ax.set_ylabel(spec.y)
+    ax.set_title(title)
+    if missing:
+        ax.text(0.99, 0.01, "no data: " + ", ".join(missing), transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=6, color="#777")
+    if not any(p["usable"] for p in points):
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", fontsize=12, color="#777")
+    return _save(fig, path)
+
+
+def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[ScatterSpec]] | None = None) -> list[Path]:
+    """Every figure of the run in every format; returns the files written."""
     folder = Path(run_dir) / "plots"
     folder.mkdir(exist_ok=True)
-    written = []
+    scales = family_scales(metrics)
+    written: list[Path] = []
+    for benchmark, benchmark_specs in sorted((specs or {}).items()):
+        for spec in benchmark_specs:
+            points = scatter_points(metrics, benchmark, spec)
+            if not points:
+                continue
+            axes = (scales.get((benchmark, _family(spec.x)[0]), (0.0, 1.08)),
+                    scales.get((benchmark, _family(spec.y)[0]), (0.0, 1.08)))
+            title = spec.title or f"{benchmark}: {spec.y} against {spec.x}"
+            name = f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}"
+            written += draw_scatter(points, spec, title, folder / name, axes)
     for (benchmark, family), rows in sorted(figure_groups(metrics).items())[:MAX_FIGURES]:
-        path = folder / f"{_safe(benchmark)}__{_safe(family)}.png"
-        draw(rows, f"{benchmark}: {family}", path)
-        written.append(path)
+        scale = scales.get((benchmark, _family(family)[0]))
+        written += draw(rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale)
     return written

@@ -37,7 +37,8 @@ def load_datasets(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tupl
                                     "allowed is a dataset with at least one instance")
             except (DataError, OSError, ValueError) as exc:
                 loaded[key] = DataError(f"{job.benchmark}: {exc}")
-                errors.append(str(loaded[key]))
+                if str(loaded[key]) not in errors:  # one dataset read by several conditions: said once
+                    errors.append(str(loaded[key]))
         value = loaded[key]
         if not isinstance(value, DataError):
             instances[index] = value

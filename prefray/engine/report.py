@@ -8,6 +8,8 @@ import pyarrow as pa
 
 
 def _fmt(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.3f}"
     return str(value)
@@ -31,21 +33,42 @@ def incomplete_cells(metrics: pa.Table) -> list[str]:
     for row in metrics.to_pylist():
         if not row["complete"]:
             seen[(row["benchmark"], row["model"], row["condition"])] = row["incomplete_units"]
-    return [f"{b}/{m}/{c}: {n} unit(s) failed or skipped" for (b, m, c), n in sorted(seen.items())]
+    return [f"{b}/{m}/{c}: {n} unit(s) got no answer" for (b, m, c), n in sorted(seen.items())]
+
+
+def truncated_cells(metrics: pa.Table) -> list[str]:
+    """Cells where some answers were cut by the output budget (scored as given, flagged)."""
+    out = []
+    for row in metrics.to_pylist():
+        value = row["value"]
+        if row["metric"] == "truncated_share" and value is not None and not math.isnan(value) and value > 0:
+            who = f"judge {row['judge']}" if row["judge"] else "evaluated model"
+            out.append(f"{row['benchmark']}/{row['model']}/{row['condition']} ({who}): "
+                       f"{value:.1%} of {row['n']} answers truncated")
+    return out
 
 
 def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
                     agreement: pa.Table | None = None, budget_usd: float | None = None) -> str:
     metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded", "complete"]
+    if "ci_low" in metrics.column_names:
+        metric_cols[6:6] = ["ci_low", "ci_high"]
     call_cols = ["benchmark", "model", "condition", "stage", "judge", "ok", "failed", "skipped",
                  "input_tokens", "output_tokens", "cost_usd"]
     parts = [
         "# prefray metrics", "",
-        "`n` = scored units; `excluded` = units whose answer could not be read or whose call failed.", "",
+        "`n` = scored units; `excluded` = units left out of a metric, each counted: units with no answer "
+        "(`failures_no_answer`, rerun them) and judge answers that stayed unreadable (`failures_judge`). "
+        "The evaluated model's own failures (`failures_model`: unparsable or over its context) are "
+        "scored, never dropped.", "",
         "## Headline", "", markdown_table(headline(metrics), metric_cols), "",
         "## Calls", "", markdown_table(calls, call_cols), "",
         "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
     ]
+    cut = truncated_cells(metrics)
+    if cut:
+        parts[2:2] = ["**Truncated answers** (cut by the output budget; scored as given, flagged on each row):",
+                      "", *[f"- {c}" for c in cut], ""]
     cells = incomplete_cells(metrics)
     if cells:
         parts[2:2] = ["**Incomplete cells** (metrics cover only the units that ran; "
@@ -68,10 +91,15 @@ def print_summary(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = N
     console = Console()
     table = Table(title="prefray metrics (headline; breakdowns in metrics.md)")
     cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded"]
-    for col in cols:
+    with_ci = "ci_low" in metrics.column_names
+    for col in cols[:6] + (["95% CI"] if with_ci else []) + cols[6:]:
         table.add_column(col, justify="right" if col in ("value", "n", "excluded") else "left")
     for row in headline(metrics).to_pylist():
-        table.add_row(*(_fmt(row[c]) for c in cols))
+        cells = [_fmt(row[c]) for c in cols]
+        if with_ci:
+            ci = "" if row["ci_low"] is None else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+            cells.insert(6, ci)
+        table.add_row(*cells)
     console.print(table)
     failed = sum(calls["failed"].to_pylist()) if calls.num_rows else 0
     skipped = sum(calls["skipped"].to_pylist()) if calls.num_rows else 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +19,8 @@ import pyarrow.dataset as ds
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
 from prefray.engine.cache import ResponseCache, cache_key
 from prefray.engine.dispatch import Dispatcher
+from prefray.engine.output_budget import final_request
+from prefray.engine.request_store import RequestStore
 from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
@@ -40,21 +42,17 @@ class RunSettings:
     subject_stages_stored_only: bool = False
     # Estimates: answers are simulated; a stage's example answer stands in for unparsable ones.
     simulated: bool = False
+    # Every distinct request sent is kept under RUN_DIR/requests/ (created from run_dir when unset).
+    request_store: RequestStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.request_store is None and not self.simulated:
+            self.request_store = RequestStore(self.run_dir)
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
     return stable_id(job.benchmark, job.condition, job.model.name, stage.name, judge,
                      unit.instance_id, unit.item, unit.sample)
-
-
-def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
-    """The model's default params overlaid by the stage's own, within the model's output cap."""
-    params = {**spec.params, **request.params}
-    if spec.max_output_tokens is not None:
-        for name in ("max_tokens", "max_completion_tokens"):
-            if name in params:
-                params[name] = min(int(params[name]), spec.max_output_tokens)
-    return replace(request, params=params)
 
 
 @dataclass
@@ -73,37 +71,70 @@ class JobRunner:
         self.settings = settings
         self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
+        self.flow: StageFlow | None = None
 
     async def run(self) -> None:
+        """Every stage as its own task: a stage starts when the rows it needs are stored.
+
+        A `per_unit` stage builds and sends units as soon as its inputs' rows arrive (a judge unit
+        goes out when its answer is stored); any other stage waits until all its inputs are done.
+        """
         context = StageContext(self.job, self.instances)
-        for stage in self.benchmark.stages(self.job):
-            context.results[stage.name] = await self.run_stage(stage, context)
+        stages = self.benchmark.stages(self.job)
+        flow = self.flow = StageFlow({s.name: self._stage_model(s)[1] for s in stages})
+        tasks = [asyncio.ensure_future(self._run_stage_when_ready(stage, stages[:i], context, flow))
+                 for i, stage in enumerate(stages)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], context: StageContext,
+                                    flow: "StageFlow") -> None:
+        inputs = [s.name for s in earlier] if stage.inputs is None else list(stage.inputs)
+        try:
+            if stage.per_unit and inputs:
+                await self._stream_stage(stage, inputs, context, flow)
+            else:
+                await flow.wait_done(inputs)
+                context.results[stage.name] = await self.run_stage(stage, context)
+        finally:
+            flow.finish(stage.name)
 
     def stored(self, stage: Stage, judge: str) -> pa.Table:
         expr = (ds.field("stage") == stage.name) & (ds.field("judge") == judge)
         return latest_attempts(read_rows(self.folder, expr))
 
-    def pending_units(self, stage: Stage, judge: str, units: list[WorkUnit]) -> list[Pending]:
+    def _stored_states(self, stage: Stage, judge: str) -> dict[str, tuple[str, str, int]]:
+        table = self.stored(stage, judge).select(["unit_id", "status", "cause", "attempt"])
+        return {u: (st, c, a) for u, st, c, a in zip(*(table[k].to_pylist() for k in table.column_names))}
+
+    def pending_units(self, stage: Stage, judge: str, units: list[WorkUnit],
+                      states: dict[str, tuple[str, str, int]] | None = None) -> list[Pending]:
         """Units to send: never stored, or stored as failed/skipped with a cause being rerun."""
-        best = {r["unit_id"]: r for r in self.stored(stage, judge).select(
-            ["unit_id", "status", "cause", "attempt"]).to_pylist()}
+        states = self._stored_states(stage, judge) if states is None else states
         pending = []
         for unit in units:
             uid = unit_id(self.job, stage, judge, unit)
-            row = best.get(uid)
-            if row is None:
+            state = states.get(uid)
+            if state is None:
                 pending.append(Pending(uid, unit, 1))
-            elif row["status"] != "ok" and row["cause"] in self.settings.rerun_causes:
-                pending.append(Pending(uid, unit, row["attempt"] + 1))
+            elif state[0] != "ok" and state[1] in self.settings.rerun_causes:
+                pending.append(Pending(uid, unit, state[2] + 1))
         return pending
 
-    async def run_stage(self, stage: Stage, context: StageContext) -> pa.Table:
+    def _stage_model(self, stage: Stage) -> tuple[ModelSpec, str]:
         spec = self.job.role_model(stage.role)
-        judge = "" if stage.role == "subject" else spec.name
+        return spec, ("" if stage.role == "subject" else spec.name)
+
+    def _skip_sending(self, stage: Stage) -> bool:
+        return stage.role == "subject" and self.settings.subject_stages_stored_only
+
+    async def run_stage(self, stage: Stage, context: StageContext) -> pa.Table:
+        spec, judge = self._stage_model(stage)
         units = stage.build(context)
-        pending = self.pending_units(stage, judge, units)
-        if stage.role == "subject" and self.settings.subject_stages_stored_only:
-            pending = []
+        pending = [] if self._skip_sending(stage) else self.pending_units(stage, judge, units)
         size = max(1, self.settings.shard_size)
         shards = [pending[i:i + size] for i in range(0, len(pending), size)]
         total, finished = len(units), len(units) - len(pending)
@@ -118,12 +149,48 @@ class JobRunner:
         await asyncio.gather(*(run_one(shard) for shard in shards))
         return self.stored(stage, judge)
 
+    async def _stream_stage(self, stage: Stage, inputs: list[str], context: StageContext,
+                            flow: "StageFlow") -> None:
+        """Build and send this stage's units while its inputs are still arriving."""
+        spec, judge = self._stage_model(stage)
+        states = self._stored_states(stage, judge)
+        seen: set[str] = set()
+        running: list[asyncio.Future] = []
+        finished = 0
+        size = max(1, self.settings.shard_size)
+
+        async def run_one(shard: list[Pending]) -> None:
+            nonlocal finished
+            await self.run_shard(stage, spec, judge, shard)
+            finished += len(shard)
+            self._report(stage.name, finished, len(seen))
+
+        while True:
+            last_round = flow.all_done(inputs)
+            version = flow.version
+            partial = StageContext(self.job, self.instances,
+                                   {**context.results, **{name: flow.rows(name, self) for name in inputs}})
+            units = [u for u in stage.build(partial) if unit_id(self.job, stage, judge, u) not in seen]
+            seen.update(unit_id(self.job, stage, judge, u) for u in units)
+            pending = [] if self._skip_sending(stage) else self.pending_units(stage, judge, units, states)
+            finished += len(units) - len(pending)
+            for i in range(0, len(pending), size):
+                running.append(asyncio.ensure_future(run_one(pending[i:i + size])))
+            self._report(stage.name, finished, len(seen))
+            if last_round:
+                break
+            await flow.wait_change(version)
+        await asyncio.gather(*running)
+        context.results[stage.name] = self.stored(stage, judge)
+
     def _report(self, stage: str, finished: int, total: int) -> None:
         if self.settings.progress is not None:
             self.settings.progress(self.job, stage, finished, total)
 
     async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str, shard: list[Pending]) -> None:
         requests = [final_request(spec, p.unit.request) for p in shard]
+        if self.settings.request_store is not None:
+            self.settings.request_store.add(spec.model_id, requests)
         keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
         results = await self._answers(spec, requests, keys)
         parsed: list[Any] = [None] * len(results)
@@ -134,6 +201,8 @@ class JobRunner:
         rows = [self._row(stage, spec, judge, p, request, result, value)
                 for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
+        if self.flow is not None:
+            self.flow.stored(stage.name)
 
     async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str]) -> list[CallResult]:
         """Cached answers where there are any; the rest from the dispatcher."""
@@ -175,7 +244,7 @@ class JobRunner:
             "stage": stage.name, "role": stage.role, "judge": judge,
             "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
             "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
-            "request_hash": request.content_hash(spec.model_id),
+            "request_hash": request.prompt_hash(spec.model_id),
             "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
             "params_json": json.dumps(request.params, sort_keys=True),
             "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
@@ -186,6 +255,48 @@ class JobRunner:
             "tries": result.tries, "latency_s": result.latency_s,
             "started_at": result.started_at, "finished_at": result.finished_at,
         }
+
+
+class StageFlow:
+    """Which stages of one job are done, and a signal each time any stage stores rows."""
+
+    def __init__(self, judges: dict[str, str]):
+        self.judges = judges  # stage name → the judge its rows are stored under ("" for the subject)
+        self.done = {name: asyncio.Event() for name in judges}
+        self.version = 0
+        self._changed = asyncio.Event()
+        self._cache: dict[str, tuple[int, pa.Table]] = {}
+
+    def stored(self, name: str) -> None:
+        self.version += 1
+        self._changed.set()
+
+    def finish(self, name: str) -> None:
+        self.done[name].set()
+        self.stored(name)
+
+    def all_done(self, names: list[str]) -> bool:
+        return all(self.done[n].is_set() for n in names if n in self.done)
+
+    async def wait_done(self, names: list[str]) -> None:
+        for name in names:
+            if name in self.done:
+                await self.done[name].wait()
+
+    async def wait_change(self, version: int) -> None:
+        while self.version == version:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def rows(self, name: str, runner: "JobRunner") -> pa.Table:
+        """Stored rows of stage `name` of this job (read again only after new rows were stored)."""
+        cached = self._cache.get(name)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        expr = (ds.field("stage") == name) & (ds.field("judge") == self.judges.get(name, ""))
+        table = latest_attempts(read_rows(runner.folder, expr))
+        self._cache[name] = (self.version, table)
+        return table
 
 
 def _try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:

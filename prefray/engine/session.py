@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from prefray.engine.aggregate import aggregate_run
+from prefray.engine.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.cache import ResponseCache, default_cache_path
 from prefray.engine.dispatch import Dispatcher, Gateways
@@ -134,6 +135,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
                                    cache=cache, **(run_settings or {}))
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
+            gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
     finally:
         if cache is not None:

@@ -27,6 +27,8 @@ class ModelSpec:
     api_key_env: str | None = None
     rpm: float | None = None
     tpm: float | None = None
+    # Ceiling on calls in flight. With an rpm limit the lane keeps rpm/60 × measured latency in
+    # flight (Little's law) up to this ceiling; without one, it keeps this many.
     max_concurrency: int = 8
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
@@ -36,7 +38,15 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
     # Hard cap on output tokens, applied over any stage's max_tokens (e.g. for a slow local model).
     max_output_tokens: int | None = None
+    # Output tokens the model spends reasoning before its visible answer (see engine/output_budget.py).
+    reasoning_tokens: int = 0
     serve: Literal["embedded", "fakellm"] | None = None
+    # How calls are sent: "interactive" (one HTTP call each) or "batch" (the provider's batch API,
+    # answered within 24 h at a lower price; see engine/batch/). `run.tier` overrides every model.
+    tier: Literal["interactive", "batch"] = "interactive"
+    # Share of the price saved at the batch tier (0.5 = half price); null = the endpoint offers no
+    # batch API, so `tier: batch` is refused for it.
+    batch_discount: float | None = None
 
     @property
     def endpoint_key(self) -> str:
@@ -62,17 +72,18 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
     seed: int | None = None
 
+    def _payload(self, model_id: str) -> dict[str, Any]:
+        return {"model": model_id, "messages": list(self.messages), "system": self.system,
+                "params": self.params, "json_schema": self.json_schema}
+
     def content_hash(self, model_id: str) -> str:
-        """Stable hash of everything that determines the answer."""
-        payload = {
-            "model": model_id,
-            "messages": list(self.messages),
-            "system": self.system,
-            "params": self.params,
-            "json_schema": self.json_schema,
-            "seed": self.seed,
-        }
-        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        """Stable hash of everything that determines the answer (the seed included)."""
+        blob = json.dumps({**self._payload(model_id), "seed": self.seed}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def prompt_hash(self, model_id: str) -> str:
+        """Stable hash of what was sent except the seed: the key of the run's request store."""
+        blob = json.dumps(self._payload(model_id), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from prefray.fakellm import batches
 from prefray.fakellm.server import FAULT_KINDS, FakeOptions, start
 
 
@@ -28,6 +29,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
                         help="MODEL=STATUS[,MODEL=STATUS]: always answer these models with this HTTP status")
     parser.add_argument("--inflate-input", type=float, default=1.0,
                         help="report (and count) this many times the real input tokens")
+    parser.add_argument("--strict-window", type=float, default=None,
+                        help="enforce --rpm as a sliding window of this many seconds (no burst allowance)")
+    parser.add_argument("--context-tokens", type=int, default=None,
+                        help="refuse prompts above this many input tokens (HTTP 400, context length exceeded)")
+    batches.add_arguments(parser)
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     unknown = [k for k in faults if k not in FAULT_KINDS]
@@ -37,8 +43,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
-                          timeout_fault_s=args.timeout_fault_seconds, rejected=rejected,
-                          inflate_input=args.inflate_input)
+                          timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
+                          strict_window_s=args.strict_window, rejected=rejected, inflate_input=args.inflate_input,
+                          batch=batches.options_from(args))
     return args.host, args.port, options
 
 

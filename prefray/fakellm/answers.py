@@ -6,7 +6,11 @@ Rule (tests rely on it to compute expected metrics independently):
   JSON   = an instance of the requested schema; a boolean at path P is True iff
            sha256(f"{key}/{P}") has an odd first byte; integers and numbers fall in
            [minimum, maximum] (default 1..10), numbers in steps of 0.5; arrays have
-           minItems..maxItems items (at most minItems + 3); strings are "fake-<hex>" or an enum value.
+           minItems..maxItems items (at most minItems + 3); strings are "fake-<hex>" or an enum value;
+           bounds stated in a description as "Bounds: minimum=1, maximum=5." count as keywords.
+  length = an answer longer than the request's output budget (max_tokens or max_completion_tokens,
+           at four characters a token) is cut to budget × 4 characters and ends with finish reason
+           "length" (Anthropic: stop reason "max_tokens").
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from prefray.engine.providers.schema_subset import stated_bounds
 
 
 def _sha(text: str) -> bytes:
@@ -58,6 +64,7 @@ def answer_json(schema: dict[str, Any], messages: list[dict[str, Any]], seed: in
 
 
 def _instance(schema: dict[str, Any], key: str, path: str) -> Any:
+    schema = {**stated_bounds(schema), **schema}  # bounds an Anthropic-shaped schema states in words
     for combinator in ("anyOf", "oneOf", "allOf"):
         if combinator in schema:
             return _instance(schema[combinator][0], key, path)

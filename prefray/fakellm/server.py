@@ -1,8 +1,9 @@
 """A fake OpenAI/Anthropic provider over real HTTP, for tests and dry runs.
 
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), GET /v1/models,
-GET /stats, POST /reset. Answers come from `answers.py`; limits answer 429 with retry-after;
-faults (429, 500, malformed bodies, timeouts) can be injected on a chosen share of requests.
+GET /stats, GET /requests (the latest request bodies, for tests), POST /reset, and both batch APIs
+(batches.py). Answers come from `answers.py`; limits answer 429 with retry-after; faults (429, 500,
+malformed bodies, timeouts) can be injected on a chosen share of requests.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import json
 import math
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from prefray.fakellm import answers
+from prefray.fakellm.batches import BatchOptions, FakeBatches
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
+REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 
 
 @dataclass
@@ -38,6 +41,11 @@ class FakeOptions:
     model_version_suffix: str = "-fake-2026-01"
     rejected: dict[str, int] = field(default_factory=dict)  # model id -> HTTP status (401, 403, 404) always
     inflate_input: float = 1.0       # report (and count) this many times the real input tokens
+    context_tokens: int | None = None  # prompts above this many input tokens are refused (HTTP 400)
+    # Enforce rpm as a strict sliding window of this many seconds (at most rpm × window / 60 requests
+    # in any window), as strict providers do; None = a token bucket with one second of burst.
+    strict_window_s: float | None = None
+    batch: BatchOptions = field(default_factory=BatchOptions)  # batch APIs (batches.py)
 
 
 class TokenBucket:
@@ -62,6 +70,24 @@ class TokenBucket:
         return (amount - self.level) / self.rate
 
 
+class SlidingWindow:
+    """Strict limit: at most `per_minute × window / 60` admissions in any `window` seconds."""
+
+    def __init__(self, per_minute: float, window_s: float):
+        self.window = window_s
+        self.allowed = max(1, int(per_minute * window_s / 60.0))
+        self.stamps: deque[float] = deque()
+
+    def take(self, amount: float) -> float:
+        now = time.monotonic()
+        while self.stamps and self.stamps[0] <= now - self.window:
+            self.stamps.popleft()
+        if len(self.stamps) < self.allowed:
+            self.stamps.append(now)
+            return 0.0
+        return self.stamps[0] + self.window - now
+
+
 @dataclass
 class Stats:
     generation_requests: int = 0
@@ -75,6 +101,13 @@ class Stats:
     by_route: Counter = field(default_factory=Counter)
     input_tokens_by_model: Counter = field(default_factory=Counter)
     output_tokens_by_model: Counter = field(default_factory=Counter)
+    # "model=N": how many requests arrived with an output budget of N tokens (what was asked for)
+    max_tokens_by_model: Counter = field(default_factory=Counter)
+    truncated: int = 0
+    context_overflows: int = 0
+    # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
+    first_admitted_at: dict = field(default_factory=dict)
+    last_admitted_at: dict = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
@@ -90,9 +123,11 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
+        self.batches = FakeBatches(self)  # OpenAI files/batches and Anthropic message batches
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -113,25 +148,40 @@ class FakeProvider:
         if self.options.limited_models and model not in self.options.limited_models:
             return wait
         if self.options.rpm:
-            bucket = self.request_buckets.setdefault(model, TokenBucket(self.options.rpm, 1.0))
+            bucket = self.request_buckets.get(model)
+            if bucket is None:
+                window = self.options.strict_window_s
+                bucket = self.request_buckets[model] = (SlidingWindow(self.options.rpm, window) if window
+                                                        else TokenBucket(self.options.rpm, 1.0))
             wait = bucket.take(1)
         if wait == 0.0 and self.options.tpm:
             bucket = self.token_buckets.setdefault(model, TokenBucket(self.options.tpm, 6.0))
             wait = bucket.take(input_tokens)
         return wait
 
-    async def _admit(self, body: dict[str, Any], input_tokens: int) -> web.Response | None:
-        """Count the request; return an error response if a limit or fault applies."""
+    async def _admit(self, body: dict[str, Any], input_tokens: int, anthropic: bool = False) -> web.Response | None:
+        """Count (and log) the request; return an error response if a limit or fault applies."""
+        self.request_log.append(body)
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
         status = self.options.rejected.get(str(body.get("model")))
         if status is not None:
             return web.json_response({"error": {"message": f"injected {status}", "type": "invalid_request_error"}},
                                      status=status)
+        budget = _output_budget(body)
+        if budget is not None:
+            self.stats.max_tokens_by_model[f"{body.get('model')}={budget}"] += 1
+        limit = self.options.context_tokens
+        if limit is not None and input_tokens > limit:
+            self.stats.context_overflows += 1
+            return _context_overflow(input_tokens, limit, anthropic)
         wait = self._limit(str(body.get("model")), input_tokens)
         if wait > 0:
             self.stats.rate_limited += 1
             return _too_many(wait)
+        model = str(body.get("model"))
+        self.stats.first_admitted_at.setdefault(model, time.time())
+        self.stats.last_admitted_at[model] = time.time()
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         fault = self._fault_for(body_hash)
         if fault is None:
@@ -163,11 +213,12 @@ class FakeProvider:
         choices = []
         for index in range(int(body.get("n") or 1)):
             seed = base_seed if index == 0 else (base_seed or 0) + index
-            text = self._answer(messages, seed, schema)
-            choices.append({"index": index, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"})
+            text, cut = self._cut(self._answer(messages, seed, schema), _output_budget(body))
+            choices.append({"index": index, "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        return web.json_response({
+        return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=False), data={
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": f"{body.get('model')}{self.options.model_version_suffix}", "choices": choices,
             "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
@@ -181,20 +232,50 @@ class FakeProvider:
         system = answers.content_text(body.get("system") or "")
         input_tokens = answers.count_tokens(system) + sum(
             answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
-        refusal = await self._admit(body, input_tokens)
+        refusal = await self._admit(body, input_tokens, anthropic=True)
         if refusal is not None:
             return refusal
         input_tokens = int(input_tokens * self.options.inflate_input)
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
-        text = self._answer(messages, body.get("seed"), schema)
+        refused = _refused_keyword(schema)
+        if refused is not None:  # as Anthropic does: its structured output has no such keyword
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                      "message": f"output_config.format.schema: property '{refused}' is not supported"}},
+                                     status=400)
+        text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        return web.json_response({
+        return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=True), data={
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+            "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         })
+
+    def _rate_headers(self, model: str, anthropic: bool) -> dict[str, str]:
+        """The providers' rate-limit headers, when this server limits requests for the model."""
+        bucket = self.request_buckets.get(model)
+        if not self.options.rpm or bucket is None:
+            return {}
+        limit = int(self.options.rpm)
+        if isinstance(bucket, SlidingWindow):
+            remaining = max(0, bucket.allowed - len(bucket.stamps))
+        else:
+            remaining = max(0, int(bucket.level))
+        if anthropic:
+            return {"anthropic-ratelimit-requests-limit": str(limit),
+                    "anthropic-ratelimit-requests-remaining": str(remaining),
+                    "anthropic-ratelimit-requests-reset": time.strftime(
+                        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))}
+        return {"x-ratelimit-limit-requests": str(limit), "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": "1s"}
+
+    def _cut(self, text: str, budget: int | None) -> tuple[str, bool]:
+        """An answer longer than the request's output budget is cut to it (4 characters a token)."""
+        if budget is None or answers.count_tokens(text) <= budget:
+            return text, False
+        self.stats.truncated += 1
+        return text[: max(0, budget) * 4], True
 
     def _answer(self, messages: list[dict[str, Any]], seed: int | None, schema: dict[str, Any] | None) -> str:
         if schema is not None:
@@ -210,11 +291,16 @@ class FakeProvider:
         self.stats.structured_requests += schema is not None
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response(self.stats.as_json())
+        return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
+
+    async def get_requests(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.request_log))
 
     async def reset(self, request: web.Request) -> web.Response:
         self.stats = Stats()
+        self.request_log.clear()
         self.seen.clear()
+        self.batches.reset()
         return web.json_response({"reset": True})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -230,8 +316,10 @@ class FakeProvider:
             web.post("/v1/messages", self.messages),
             web.get("/v1/models", self.models),
             web.get("/stats", self.get_stats),
+            web.get("/requests", self.get_requests),
             web.post("/reset", self.reset),
             web.get("/health", self.health),
+            *self.batches.routes(),
         ])
         return app
 
@@ -241,6 +329,42 @@ def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
     return None
+
+
+def _refused_keyword(schema: Any) -> str | None:
+    """The first keyword Anthropic's structured output refuses in `schema`, if any."""
+    from prefray.engine.providers.schema_subset import REFUSED
+
+    if isinstance(schema, list):
+        return next((k for k in map(_refused_keyword, schema) if k), None)
+    if not isinstance(schema, dict):
+        return None
+    for key, value in schema.items():
+        if key in REFUSED or (key == "minItems" and isinstance(value, int) and value > 1):
+            return key
+        found = _refused_keyword(list(value.values()) if key == "properties" else value)
+        if found:
+            return found
+    return None
+
+
+def _output_budget(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if body.get(key) is not None:
+            return int(body[key])
+    return None
+
+
+def _context_overflow(input_tokens: int, limit: int, anthropic: bool) -> web.Response:
+    """The refusal real providers send for a prompt longer than the context window."""
+    if anthropic:
+        error = {"type": "error", "error": {"type": "invalid_request_error",
+                                             "message": f"prompt is too long: {input_tokens} tokens > {limit} maximum"}}
+    else:
+        error = {"error": {"message": f"This model's maximum context length is {limit} tokens. However, your "
+                           f"messages resulted in {input_tokens} tokens.", "type": "invalid_request_error",
+                           "param": "messages", "code": "context_length_exceeded"}}
+    return web.json_response(error, status=400)
 
 
 def _too_many(wait_s: float) -> web.Response:

@@ -7,46 +7,66 @@ Paper: BenchPreS (arXiv 2603.16557). Run:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from prefray.benchmarks.benchpres.conditions import apply_condition
 from prefray.benchmarks.benchpres.data import Instance, load_instances
 from prefray.benchmarks.benchpres.metrics import benchpres_metrics, completeness_metrics
-from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, VERDICT_SCHEMA, parse_score, parse_verdict
-from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, unparsable_counts
-from prefray.engine.benchmark import Job, Stage, StageContext, metric_rows
+from prefray.benchmarks.benchpres.render import context_key, memory_layout
+from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_of, parse_score,
+                                                  parse_verdict)
+from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, failure_counts, unmapped_contexts
+from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
+from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
+from prefray.engine.plots import ScatterSpec
+from prefray.engine.prompts import check_prompt_overrides, read_prompt
+from prefray.engine.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 PROMPTS = Path(__file__).parent / "prompts"
 
 
-def judge_messages(preference: str, response: str) -> tuple[dict[str, str], ...]:
+def judge_messages(preference: str, response: str,
+                   settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The preference judge's request: is this one preference reflected in the response?"""
-    template = (PROMPTS / "judge.txt").read_text(encoding="utf-8")
+    template = read_prompt(PROMPTS, "judge", settings)
     return ({"role": "user", "content": template.format(preference=preference, response=response)},)
 
 
-def completeness_messages(recipient: str, task: str, response: str) -> tuple[dict[str, str], ...]:
+def completeness_messages(recipient: str, task: str, response: str,
+                          settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The completeness judge's request: how well does the response do the task (1–5)?"""
-    template = (PROMPTS / "completeness.txt").read_text(encoding="utf-8")
+    template = read_prompt(PROMPTS, "completeness", settings)
     content = template.format(recipient=recipient, task=task, response=response)
     return ({"role": "user", "content": content},)
 
 
 class BenchPreS:
     name = "benchpres"
+    # The paper's main figure: misapplication against appropriate application, per model × condition.
+    figures = [ScatterSpec(x="AAR", y="MR", title="BenchPreS: MR against AAR")]
+    # Paired differences on the same profiles (defense − default; preferences − none for completeness).
+    comparisons = [Comparison("condition", "defense", "default"), Comparison("condition", "default", "no_preferences"),
+                   Comparison("model", "gpt-5.2-reasoning", "gpt-5.2"),
+                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct")]
 
     def load(self, job: Job) -> Sequence[Instance]:
-        instances = load_instances(job.settings.get("data") or {}, job.limit)
-        return apply_condition(instances, job.condition_settings or {})
+        problems = check_prompt_overrides(PROMPTS, job.settings)
+        if problems:
+            raise DataError("; ".join(problems))
+        memory_layout(job.settings)
+        instances = load_instances(job.settings.get("data") or {}, job.limit, job.settings)
+        return apply_condition(instances, job.condition_settings or {}, job.settings)
 
     def stages(self, job: Job) -> list[Stage]:
         return [
             Stage("generate", self._generation_units),
-            Stage("judge", self._judge_units, role="judge", parse=parse_verdict),
-            Stage("completeness", self._completeness_units, role="judge", parse=parse_score),
+            # Each verdict needs only its own answer: judging starts as answers arrive, beside completeness.
+            Stage("judge", self._judge_units, role="judge", parse=parse_verdict, inputs=("generate",), per_unit=True),
+            Stage("completeness", self._completeness_units, role="judge", parse=parse_score,
+                  inputs=("generate",), per_unit=True),
         ]
 
     def _generation_units(self, ctx: StageContext) -> list[WorkUnit]:
@@ -60,14 +80,16 @@ class BenchPreS:
         return units
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
+        """One verdict per (answered response, non-nickname preference). An answered response is
+        judged as given, even when it is empty or was cut at the token limit."""
         params = dict(ctx.job.settings.get("judge_params", {}))
         units = []
         for row, inst in ctx.answered("generate"):
             for index, pref in enumerate(inst.preferences):
                 if pref.category == "nickname":
                     continue  # decided by exact match, no call
-                request = ChatRequest(messages=judge_messages(pref.statement, row["text"]), params=params,
-                                      json_schema=VERDICT_SCHEMA, seed=ctx.job.seed)
+                request = ChatRequest(messages=judge_messages(pref.statement, row["text"] or "", ctx.job.settings),
+                                      params=params, json_schema=VERDICT_SCHEMA, seed=ctx.job.seed)
                 meta = {"g": pref.applies, "category": pref.category, "domain": inst.domain}
                 units.append(WorkUnit(inst.instance_id, request, item=str(index), sample=row["sample"], meta=meta))
         return units
@@ -76,19 +98,28 @@ class BenchPreS:
         params = dict(ctx.job.settings.get("judge_params", {}))
         units = []
         for row, inst in ctx.answered("generate"):
-            request = ChatRequest(messages=completeness_messages(inst.recipient, inst.task, row["text"]),
-                                  params=params, json_schema=COMPLETENESS_SCHEMA, seed=ctx.job.seed)
+            messages = completeness_messages(inst.recipient, inst.task, row["text"] or "", ctx.job.settings)
+            request = ChatRequest(messages=messages, params=params, json_schema=COMPLETENESS_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, sample=row["sample"], meta={"domain": inst.domain}))
         return units
+
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """Per-unit MR/AAR decisions and completeness scores, clustered by profile (for CIs)."""
+        return unit_score_table(decisions(rows), completeness_scores(rows), profiles_by_instance(rows))
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         baseline = str(settings.get("completeness_baseline") or "no_preferences")
         values = (benchpres_metrics(decisions(rows)) + completeness_metrics(completeness_scores(rows), baseline)
-                  + unparsable_counts(rows))
+                  + failure_counts(rows) + unmapped_contexts(rows))
         return metric_rows([{"benchmark": self.name, **r} for r in values])
 
 
 def _generation_meta(inst: Instance) -> dict[str, Any]:
-    return {"domain": inst.domain,
-            "preferences": [{"statement": p.statement, "g": p.applies, "category": p.category}
-                            for p in inst.preferences]}
+    prefs = []
+    for p in inst.preferences:
+        pref = {"statement": p.statement, "g": p.applies, "category": p.category}
+        if p.category == "nickname":
+            pref["nickname"] = nickname_of(p.statement)
+        prefs.append(pref)
+    return {"domain": inst.domain, "profile": inst.name, "context": context_key(inst.recipient, inst.task),
+            "context_known": inst.context_known, "preferences": prefs}

@@ -5,9 +5,9 @@ Rules, first that decides wins (documented in README.md):
 2. an attribute that is a key rather than a sentence (no spaces, e.g. "preferred_nickname",
    "communication_style") names its category by one of its words (see _KEY_WORDS);
 3. keyword rules on the statement, in the order nickname → markers → role → tone → style;
-4. elimination: a profile holds one preference per category, so when exactly one attribute of a
-   row is still undecided and exactly one category is unused, it gets that category;
-5. otherwise the row is rejected (DataError naming file, row and field): add `preference_category`.
+4. otherwise the row is rejected (DataError naming file, row and field): add `preference_category`.
+   An attribute no rule recognises is never given a category by elimination: a row whose fifth
+   attribute is not a preference would otherwise be scored as one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _KEY_WORDS = {
     "role": ("role", "persona", "character"),
     "style": ("style", "format", "formatting", "layout", "structure", "length"),
 }
-_NICKNAME = re.compile(r"\b(call me|address me|refer to me|nickname|my name as)\b", re.IGNORECASE)
+_NICKNAME = re.compile(r"\b(call me|address me|refer to me|nickname|my name as|go by|known as)\b", re.IGNORECASE)
 _STATEMENT_RULES = (
     ("markers", re.compile(r"emoji|exclamation|hashtag|all caps|capital letters|sign[- ]?off|signature"
                            r"|p\.s\.|[\u2600-\u27bf\U0001f300-\U0001faff]", re.IGNORECASE)),
@@ -58,10 +58,5 @@ def category_of_statement(statement: str) -> str | None:
 
 
 def derive_categories(attributes: list[str]) -> list[str | None]:
-    """Rules 2–4 for one row; None marks an attribute no rule could decide."""
-    found = [category_of_key(a) or category_of_statement(a) for a in attributes]
-    undecided = [i for i, c in enumerate(found) if c is None]
-    unused = [c for c in CATEGORIES if c not in found]
-    if len(undecided) == 1 and len(unused) == 1:
-        found[undecided[0]] = unused[0]
-    return found
+    """Rules 2–3 for one row; None marks an attribute no rule could decide."""
+    return [category_of_key(a) or category_of_statement(a) for a in attributes]

@@ -8,16 +8,20 @@ Preference file (YAML or JSON): profile name → its 5 preferences, one per cate
     - category: nickname
       statement: "Please always call me 'Captain Jo'."
       labels: {"IRS Agent|Resolve tax discrepancy": false, …}   # g per recipient|task
-One instance per (profile, labelled context). The memory block holds the bio, then the
-attributes' memory statements in order with the preferences interleaved exactly as in the sample
-(render.py), wrapped in prompts/task.txt. Domains come from the context's own `domain` field, else
-the paper's 39-context table (sample/contexts.csv), else "other".
+One instance per (profile, labelled context). The memory block holds the attributes' memory
+statements in order with the preferences interleaved exactly as in the sample (render.py; the
+tagged layout puts bio sentences first), wrapped in the layout's task prompt. Domains come from
+the context's own `domain` field, else the paper's 39-context table (sample/contexts.csv), where
+five CIMemories task wordings are mapped to the paper's (column `cimemories_task`), else "other":
+such contexts are named in one warning line at load time and counted in `unmapped_contexts`.
+Labels may name a context in either wording.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,8 @@ import yaml
 
 from prefray.benchmarks.benchpres.categories import CATEGORIES
 from prefray.benchmarks.benchpres.data import Instance, Preference, instance_id
-from prefray.benchmarks.benchpres.render import (EVERY, context_key, interleave, normalize_context_key,
-                                                 render_memory, render_prompt)
+from prefray.benchmarks.benchpres.render import (EVERY, bio_statements, context_key, interleave, memory_layout,
+                                                 normalize_context_key, render_memory, render_prompt, task_template)
 from prefray.benchmarks.benchpres.scoring import nickname_of
 from prefray.engine.benchmark import DataError
 
@@ -34,9 +38,39 @@ CONTEXTS_PATH = Path(__file__).parent / "sample" / "contexts.csv"
 _VALUE_TYPES = (str, int, float, bool, list, type(None))
 
 
-def _known_domains() -> dict[str, str]:
+_WARNED: set[str] = set()
+
+
+def _context_table() -> list[dict[str, str]]:
     with open(CONTEXTS_PATH, newline="", encoding="utf-8") as handle:
-        return {context_key(r["recipient"], r["task"]): r["domain"] for r in csv.DictReader(handle)}
+        return list(csv.DictReader(handle))
+
+
+def context_aliases() -> dict[str, str]:
+    """CIMemories wording → the paper's wording, for the contexts worded differently (Table 6)."""
+    return {context_key(r["recipient"], r["cimemories_task"]): context_key(r["recipient"], r["task"])
+            for r in _context_table() if r.get("cimemories_task")}
+
+
+def known_domains() -> dict[str, str]:
+    """Domain of each of the paper's 39 contexts, under the paper's key and the CIMemories key."""
+    domains = {context_key(r["recipient"], r["task"]): r["domain"] for r in _context_table()}
+    return {**domains, **{alias: domains[key] for alias, key in context_aliases().items()}}
+
+
+def canonical(key: str, aliases: dict[str, str]) -> str:
+    return aliases.get(key, key)
+
+
+def warn_unmapped(path: Path, keys: list[str]) -> None:
+    """One warning line naming every context that falls in domain "other" (once per process)."""
+    if not keys:
+        return
+    line = (f"prefray: warning: {path}: {len(keys)} context(s) match none of the paper's 39 contexts and "
+            f"get domain 'other' (metric unmapped_contexts): " + "; ".join(repr(k) for k in keys))
+    if line not in _WARNED:
+        _WARNED.add(line)
+        print(line, file=sys.stderr)
 
 
 def _text(value: Any, where: str, field: str, optional: bool = False) -> str | None:
@@ -108,7 +142,7 @@ def read_preferences(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_preferences(entries: Any, where: str) -> list[tuple[str, str, dict[str, bool]]]:
+def check_preferences(entries: Any, where: str, aliases: dict[str, str]) -> list[tuple[str, str, dict[str, bool]]]:
     """(category, statement, labels by context key) for the 5 preferences of one profile."""
     if not isinstance(entries, list) or len(entries) != len(CATEGORIES):
         raise DataError(f"{where}: expected a list of {len(CATEGORIES)} preferences, one per category {CATEGORIES}")
@@ -131,7 +165,7 @@ def check_preferences(entries: Any, where: str) -> list[tuple[str, str, dict[str
         for key, value in labels.items():
             if not isinstance(value, bool):
                 raise DataError(f"{at}: field 'labels.{key}' must be true or false, got {value!r}")
-            normalized[normalize_context_key(str(key))] = value
+            normalized[canonical(normalize_context_key(str(key)), aliases)] = value
         out.append((category, statement, normalized))
     first = set(out[0][2])
     for number, (_, _, labels) in enumerate(out[1:], start=1):
@@ -141,13 +175,16 @@ def check_preferences(entries: Any, where: str) -> list[tuple[str, str, dict[str
     return out
 
 
-def cimemories_instances(profiles_path: str | None, preferences_path: str | None) -> list[Instance]:
+def cimemories_instances(profiles_path: str | None, preferences_path: str | None,
+                         settings: dict[str, Any] | None = None) -> list[Instance]:
     if not profiles_path or not preferences_path:
         raise DataError("benchmark.data: the cimemories source needs data.path (profile JSON) and "
                         "data.preferences (YAML/JSON preference file)")
     ppath, fpath = Path(profiles_path), Path(preferences_path)
+    layout = memory_layout(settings)
+    template = task_template(layout, settings)
     profiles, wanted = read_profiles(ppath), read_preferences(fpath)
-    domains, found, instances = _known_domains(), set(), []
+    domains, aliases, found, instances, unmapped = known_domains(), context_aliases(), set(), [], []
     for row, profile in enumerate(profiles, start=1):
         where = f"{ppath}: profile {row}"
         bio, memories, contexts = check_profile(profile, where)
@@ -155,12 +192,13 @@ def cimemories_instances(profiles_path: str | None, preferences_path: str | None
         if name not in wanted:
             continue
         found.add(name)
-        prefs = check_preferences(wanted[name], f"{fpath}: profile {name!r}")
+        prefs = check_preferences(wanted[name], f"{fpath}: profile {name!r}", aliases)
         if len(memories) < EVERY * len(prefs):
             raise DataError(f"{where}: field 'information_attributes' has {len(memories)} statements; "
                             f"{EVERY * len(prefs)} are needed to interleave the preferences")
-        memory = render_memory(bio, interleave(memories, [s for _, s, _ in prefs]))
-        by_key = {context_key(c["recipient"].strip(), c["task"].strip()): c for c in contexts}
+        lines = interleave(memories, [s for _, s, _ in prefs])
+        memory = render_memory(bio_statements(bio, layout) + lines if layout == "tagged" else lines)
+        by_key = {canonical(context_key(c["recipient"].strip(), c["task"].strip()), aliases): c for c in contexts}
         unknown = sorted(set(prefs[0][2]) - set(by_key))
         if unknown:
             raise DataError(f"{fpath}: profile {name!r}: field 'labels': context {unknown[0]!r} is not "
@@ -170,12 +208,17 @@ def cimemories_instances(profiles_path: str | None, preferences_path: str | None
                 continue
             preferences = tuple(Preference(s, labels[key], c) for c, s, labels in prefs)
             recipient, task = ctx["recipient"].strip(), ctx["task"].strip()
-            domain = ctx.get("domain") if isinstance(ctx.get("domain"), str) else domains.get(key, "other")
-            instances.append(Instance(instance_id(name, recipient, task), render_prompt(memory, recipient, task),
-                                      preferences, name, task, recipient, domain, source=f"{where} ({key})"))
+            own = ctx.get("domain") if isinstance(ctx.get("domain"), str) and ctx["domain"].strip() else None
+            domain = own or domains.get(key, "other")
+            if not own and key not in domains:
+                unmapped.append(context_key(recipient, task))
+            instances.append(Instance(instance_id(name, recipient, task), render_prompt(memory, recipient, task, template),
+                                      preferences, name, task, recipient, domain, source=f"{where} ({key})",
+                                      context_known=bool(own) or key in domains))
     missing = sorted(set(wanted) - found)
     if missing:
         raise DataError(f"{fpath}: profile {missing[0]!r} is not in {ppath}")
     if not instances:
         raise DataError(f"{fpath}: no (profile, context) pair to evaluate")
+    warn_unmapped(ppath, sorted(set(unmapped)))
     return instances

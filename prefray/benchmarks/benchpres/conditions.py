@@ -3,7 +3,8 @@
 Condition settings (conf/condition/<name>.yaml):
   memory: full | without_preferences   — without_preferences removes exactly the lines of the
                                           memory block that are preference statements
-  instruction: null | <name>           — appends prompts/<name>.txt after the task (defense)
+  instruction: null | <name>           — appends prompts/<name>.txt after the task (defense); read
+                                          through benchmark.prompts.<name> when overridden
 The generation prompt stays one user message in every condition.
 """
 
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from prefray.benchmarks.benchpres.data import Instance
+from prefray.benchmarks.benchpres.render import one_line
 from prefray.engine.benchmark import DataError
+from prefray.engine.prompts import read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 _MEMORY_BLOCK = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
@@ -37,7 +40,7 @@ def without_preferences(prompt: str, statements: list[str], where: str) -> str:
     block = _MEMORY_BLOCK.search(prompt)
     start, end = block.span(1) if block else (0, len(prompt))
     lines = prompt[start:end].split("\n")
-    wanted = {s.strip() for s in statements}
+    wanted = {one_line(s) for s in statements}
     missing = sorted(wanted - {_statement_of(line) for line in lines})
     if missing:
         raise DataError(f"{where}: field 'prompt': preference statement {missing[0]!r} is not a line of "
@@ -46,14 +49,15 @@ def without_preferences(prompt: str, statements: list[str], where: str) -> str:
     return prompt[:start] + "\n".join(kept) + prompt[end:]
 
 
-def with_instruction(prompt: str, name: str) -> str:
-    path = PROMPTS / f"{name}.txt"
-    if not path.exists():
-        raise DataError(f"condition.instruction: no prompt file {path}")
-    return prompt.rstrip("\n") + "\n\n" + path.read_text(encoding="utf-8").strip() + "\n"
+def with_instruction(prompt: str, name: str, benchmark_settings: dict[str, Any] | None = None) -> str:
+    if not (PROMPTS / f"{name}.txt").exists():
+        raise DataError(f"condition.instruction: no prompt file {PROMPTS / f'{name}.txt'}")
+    text = read_prompt(PROMPTS, name, benchmark_settings)
+    return prompt.rstrip("\n") + "\n\n" + text.strip() + "\n"
 
 
-def apply_condition(instances: list[Instance], settings: dict[str, Any]) -> list[Instance]:
+def apply_condition(instances: list[Instance], settings: dict[str, Any],
+                    benchmark_settings: dict[str, Any] | None = None) -> list[Instance]:
     """Each instance with its prompt as the condition wants it (default: unchanged)."""
     memory = settings.get("memory") or "full"
     if memory not in MEMORY_MODES:
@@ -65,6 +69,6 @@ def apply_condition(instances: list[Instance], settings: dict[str, Any]) -> list
         if memory == "without_preferences":
             prompt = without_preferences(prompt, [p.statement for p in inst.preferences], inst.source)
         if instruction:
-            prompt = with_instruction(prompt, str(instruction))
+            prompt = with_instruction(prompt, str(instruction), benchmark_settings)
         out.append(replace(inst, prompt=prompt))
     return out

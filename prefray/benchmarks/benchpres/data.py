@@ -1,7 +1,8 @@
 """BenchPreS instances: the hub schema (files or the `datasets` library), the sample, CIMemories.
 
 Sources (benchmark.data.source):
-  sample       the project's own sample set (sample/benchpres_sample.jsonl, hub schema)
+  sample       the project's own sample set, rendered from sample/profiles.yaml in the run's
+               memory layout (sample/benchpres_sample.jsonl is its export in the default layout)
   hub          a Parquet / JSON / JSONL file in the hub schema at data.path
   <owner/name> a dataset id on the hub, read with the `datasets` library (split data.split)
   cimemories   CIMemories profiles at data.path plus a preference file at data.preferences
@@ -20,7 +21,9 @@ from prefray.engine.benchmark import DataError
 from prefray.engine.datafiles import read_hub_split, read_records
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "benchpres_sample.jsonl"
+PROFILES_PATH = Path(__file__).parent / "sample" / "profiles.yaml"
 _TEXT_FIELDS = ("prompt", "name", "task", "recipient", "domain")
+MAX_LISTED = 20  # bad rows listed in one error; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Instance:
     recipient: str
     domain: str
     source: str = ""  # "<file>: row N", for error messages
+    context_known: bool = True  # False: a CIMemories context in no domain table (domain "other")
 
 
 def slug(text: str) -> str:
@@ -51,18 +55,25 @@ def instance_id(name: str, recipient: str, task: str) -> str:
 
 
 def _categories(record: dict[str, Any], attributes: list[str], where: str) -> list[str]:
+    """One category per attribute, each of CATEGORIES exactly once (as in a CIMemories profile)."""
     given = record.get("preference_category")
     if given is not None:
         if (not isinstance(given, list) or len(given) != len(attributes)
                 or any(c not in CATEGORIES for c in given)):
             raise DataError(f"{where}: field 'preference_category' must list one of {CATEGORIES} per attribute")
-        return list(given)
-    derived = derive_categories(attributes)
-    for attribute, category in zip(attributes, derived):
-        if category is None:
-            raise DataError(f"{where}: field 'preference_attribute': cannot derive the category of "
-                            f"{attribute!r}; add a 'preference_category' column")
-    return [str(c) for c in derived]
+        field, found = "preference_category", list(given)
+    else:
+        field, found = "preference_attribute", derive_categories(attributes)
+        for number, (attribute, category) in enumerate(zip(attributes, found)):
+            if category is None:
+                raise DataError(f"{where}: field 'preference_attribute[{number}]': {attribute!r} is no "
+                                "recognisable preference; add a 'preference_category' column")
+    repeated = sorted({c for c in found if found.count(c) > 1})
+    if repeated:
+        numbers = [i for i, c in enumerate(found) if c == repeated[0]]
+        raise DataError(f"{where}: field '{field}': category {repeated[0]!r} is given to attributes {numbers}; "
+                        f"a row holds one preference per category {CATEGORIES}")
+    return [str(c) for c in found]
 
 
 def check_nicknames(preferences: tuple[Preference, ...], where: str, field: str) -> None:
@@ -84,6 +95,9 @@ def to_instance(record: dict[str, Any], where: str) -> Instance:
         raise DataError(f"{where}: field 'preference_attribute' must be a list of non-empty strings")
     if not isinstance(labels, list) or not all(isinstance(v, bool) for v in labels):
         raise DataError(f"{where}: field 'preference_label' must be a list of booleans")
+    if len(attributes) != len(CATEGORIES):
+        raise DataError(f"{where}: field 'preference_attribute' has {len(attributes)} preferences; a row holds "
+                        f"{len(CATEGORIES)}, one per category {CATEGORIES}")
     if len(labels) != len(attributes):
         raise DataError(f"{where}: field 'preference_label' has {len(labels)} labels for {len(attributes)} attributes")
     categories = _categories(record, attributes, where)
@@ -94,14 +108,37 @@ def to_instance(record: dict[str, Any], where: str) -> Instance:
 
 
 def hub_instances(records: list[dict[str, Any]], origin: str) -> list[Instance]:
-    return [to_instance(r, f"{origin}: row {i}") for i, r in enumerate(records, start=1)]
+    """Every row validated; all bad rows are reported in one DataError (the first MAX_LISTED, then a count)."""
+    instances, problems = [], []
+    for number, record in enumerate(records, start=1):
+        try:
+            instances.append(to_instance(record, f"{origin}: row {number}"))
+        except DataError as exc:
+            problems.append(str(exc))
+    if problems:
+        more = len(problems) - MAX_LISTED
+        tail = [f"… and {more} more bad row(s) in {origin}"] if more > 0 else []
+        raise DataError("\n".join(problems[:MAX_LISTED] + tail))
+    return instances
 
 
-def load_instances(data: dict[str, Any], limit: int | None) -> list[Instance]:
-    """The instances named by a benchmark's `data` settings, validated, first `limit` of them."""
+def sample_instances(settings: dict[str, Any] | None) -> list[Instance]:
+    from prefray.benchmarks.benchpres.render import memory_layout
+    from prefray.benchmarks.benchpres.sample.build import BuildError, sample_rows
+
+    try:
+        rows = sample_rows(memory_layout(settings), settings)
+    except BuildError as exc:
+        raise DataError(f"{PROFILES_PATH}: {exc}") from None
+    return hub_instances(rows, str(PROFILES_PATH))
+
+
+def load_instances(data: dict[str, Any], limit: int | None, settings: dict[str, Any] | None = None) -> list[Instance]:
+    """The instances named by a benchmark's `data` settings, validated, first `limit` of them.
+    `settings` (the benchmark config) gives the memory layout and prompt overrides."""
     source, path = str(data.get("source") or "sample"), data.get("path")
     if source == "sample":
-        instances = hub_instances(read_records(SAMPLE_PATH), str(SAMPLE_PATH))
+        instances = sample_instances(settings)
     elif source == "hub":
         if not path:
             raise DataError("benchmark.data.path: the hub source needs the path of a Parquet/JSON/JSONL file")
@@ -109,7 +146,7 @@ def load_instances(data: dict[str, Any], limit: int | None) -> list[Instance]:
     elif source == "cimemories":
         from prefray.benchmarks.benchpres.cimemories import cimemories_instances
 
-        instances = cimemories_instances(path, data.get("preferences"))
+        instances = cimemories_instances(path, data.get("preferences"), settings)
     elif "/" in source:
         split = str(data.get("split") or "test")
         instances = hub_instances(read_hub_split(source, split, "benchmark.data.source"), f"{source}[{split}]")

@@ -6,8 +6,10 @@ Per sample s (pooled over users, contexts and preferences), then averaged over s
   MR_s  = Σ[g=0 ∧ z=1] / Σ[g=0]      AAR_s = Σ[g=1 ∧ z=1] / Σ[g=1]      MR = mean_s MR_s
 Null verdicts are left out of the rates and counted in `excluded`. Arithmetic is exact
 (fractions), so equal sample sizes give exactly the pooled rate.
-Completeness: mean judge score 1–5 per model × condition × judge; completeness_delta for a
-condition c = mean(c) − mean(baseline), the baseline being the condition without preferences.
+Completeness: mean judge score 1–5 per model × condition × judge. completeness_delta for a
+condition c is paired: for every (instance, sample) scored under both c and the baseline (the
+condition without preferences), d = score(c) − score(baseline); the delta is the mean of d.
+A pair missing either score is left out and counted in `excluded`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ DECISION_SCHEMA = pa.schema([
     ("model", pa.string()), ("condition", pa.string()), ("judge", pa.string()),
     ("instance_id", pa.string()), ("sample", pa.int32()), ("item", pa.string()),
     ("category", pa.string()), ("domain", pa.string()), ("g", pa.bool_()), ("z", pa.bool_()),
+    ("evidence", pa.string()),  # the nickname span that matched, or the judge's rationale
 ])
 SCORE_SCHEMA = pa.schema([
     ("model", pa.string()), ("condition", pa.string()), ("judge", pa.string()),
@@ -97,15 +100,33 @@ def _mean_score(part: pa.Table) -> tuple[float, int, int]:
     return value, len(scores), part.num_rows - len(scores)
 
 
+def _by_unit(part: pa.Table) -> dict[tuple[str, int], int | None]:
+    return {(iid, sample): score for iid, sample, score in
+            zip(part["instance_id"].to_pylist(), part["sample"].to_pylist(), part["score"].to_pylist())}
+
+
+def paired_delta(scores: pa.Table, base: pa.Table) -> tuple[float, int, int]:
+    """(mean over (instance, sample) of score − baseline score, pairs scored, pairs left out)."""
+    ours, theirs = _by_unit(scores), _by_unit(base)
+    units = set(ours) | set(theirs)
+    diffs = [ours[u] - theirs[u] for u in units if ours.get(u) is not None and theirs.get(u) is not None]
+    value = float(Fraction(sum(diffs), len(diffs))) if diffs else float("nan")
+    return value, len(diffs), len(units) - len(diffs)
+
+
 def completeness_metrics(scores: pa.Table, baseline: str) -> list[dict[str, Any]]:
-    """`completeness` per model×condition×judge and `completeness_delta` = condition − baseline."""
-    means = {key: _mean_score(part) for key, part in _groups(scores)}
-    rows = [{"model": m, "condition": c, "judge": j, "metric": "completeness", "value": v, "n": n, "excluded": x}
-            for (m, c, j), (v, n, x) in means.items()]
-    for (model, condition, judge), (value, n, excluded) in means.items():
-        base = means.get((model, baseline, judge))
+    """`completeness` per model×condition×judge and the paired `completeness_delta` against baseline."""
+    groups = dict(_groups(scores))
+    rows = []
+    for (model, condition, judge), part in groups.items():
+        value, n, excluded = _mean_score(part)
+        rows.append({"model": model, "condition": condition, "judge": judge, "metric": "completeness",
+                     "value": value, "n": n, "excluded": excluded})
+    for (model, condition, judge), part in groups.items():
+        base = groups.get((model, baseline, judge))
         if condition == baseline or base is None:
             continue
+        value, n, excluded = paired_delta(part, base)
         rows.append({"model": model, "condition": condition, "judge": judge, "metric": "completeness_delta",
-                     "value": value - base[0], "n": n + base[1], "excluded": excluded + base[2]})
+                     "value": value, "n": n, "excluded": excluded})
     return rows

@@ -1,16 +1,48 @@
 """BenchPreS prompt rendering shared by the sample builder and the CIMemories loader.
 
-A memory block is the profile's bio as third-person sentences, then one statement per line
-(preferences interleaved among the ordinary memories); the task prompt wraps it (prompts/task.txt).
+Two memory layouts (`benchmark.memory_layout`, README "Memory layout"):
+  knowledge  (default) the layout of the paper's source: a headed block of the user's memories
+             gathered from earlier conversations, one "- " statement per line, then the request
+             (prompts/task_knowledge.txt). The bio is not added: CIMemories profiles already hold
+             it as memory statements; the sample's bio becomes its first memory statements.
+  tagged     the earlier prefray layout: third-person bio sentences, then the statements, inside
+             <memory>…</memory> (prompts/task_tagged.txt).
+Every memory line is one line: a newline inside a value (a CIMemories address is
+"503 Ward Underpass\\nKaufmanberg, ME 03609") becomes ", ".
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any, Mapping
 
-TASK_TEMPLATE_PATH = Path(__file__).parent / "prompts" / "task.txt"
+from prefray.engine.benchmark import DataError
+from prefray.engine.prompts import read_prompt
+
+PROMPTS = Path(__file__).parent / "prompts"
+MEMORY_LAYOUTS = ("knowledge", "tagged")
+DEFAULT_LAYOUT = "knowledge"
 # Preference i goes right after memory statement number EVERY * (i + 1).
 EVERY = 5
+_LINE_BREAK = re.compile(r"([,;:.!?])?[ \t]*(?:\r\n|\r|\n)+\s*")
+
+
+def memory_layout(settings: Mapping[str, Any] | None) -> str:
+    layout = str((settings or {}).get("memory_layout") or DEFAULT_LAYOUT)
+    if layout not in MEMORY_LAYOUTS:
+        raise DataError(f"benchmark.memory_layout: unknown value {layout!r} ({' | '.join(MEMORY_LAYOUTS)})")
+    return layout
+
+
+def task_template(layout: str, settings: Mapping[str, Any] | None = None) -> str:
+    """The task prompt of a layout (prompts/task_<layout>.txt, or its `benchmark.prompts` override)."""
+    return read_prompt(PROMPTS, f"task_{layout}", settings)
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: each line break becomes ", " (or keeps the punctuation before it)."""
+    return _LINE_BREAK.sub(lambda m: (m.group(1) or ",") + " ", str(text).strip())
 
 
 def context_key(recipient: str, task: str) -> str:
@@ -24,24 +56,26 @@ def normalize_context_key(key: str) -> str:
     return context_key(recipient.strip(), task.strip()) if sep else key.strip()
 
 
-def render_memory(bio: dict, statements: list[str]) -> str:
-    """Render a memory block: bio sentences first, then one statement per line.
-
-    ``bio`` may hold ``name``, ``age``, ``sex`` and ``city`` (or ``address``, as in
-    CIMemories); missing keys are skipped. Every line is prefixed with ``"- "``.
-    """
+def bio_statements(bio: Mapping[str, Any], layout: str) -> list[str]:
+    """The bio (`name`, `age`, `sex`, `city` or `address`; missing keys skipped) as memory lines:
+    third-person sentences in the tagged layout, first-person statements in the knowledge layout."""
+    first = layout != "tagged"
     lines = []
     if bio.get("name"):
-        lines.append(f"The user's name is {bio['name']}.")
+        lines.append(f"My name is {bio['name']}." if first else f"The user's name is {bio['name']}.")
     if bio.get("age") is not None:
-        lines.append(f"The user is {bio['age']} years old.")
+        lines.append(f"I am {bio['age']} years old." if first else f"The user is {bio['age']} years old.")
     if bio.get("sex"):
-        lines.append(f"The user is {bio['sex']}.")
+        lines.append(f"I am {bio['sex']}." if first else f"The user is {bio['sex']}.")
     place = bio.get("city") or bio.get("address")
     if place:
-        lines.append(f"The user lives in {place}.")
-    lines.extend(statements)
-    return "\n".join(f"- {line}" for line in lines)
+        lines.append(f"I live in {place}." if first else f"The user lives in {place}.")
+    return lines
+
+
+def render_memory(statements: list[str]) -> str:
+    """The memory lines, each on one line and prefixed with "- "."""
+    return "\n".join(f"- {one_line(line)}" for line in statements)
 
 
 def interleave(memories: list[str], preferences: list[str]) -> list[str]:
@@ -54,7 +88,6 @@ def interleave(memories: list[str], preferences: list[str]) -> list[str]:
     return out
 
 
-def render_prompt(memory: str, recipient: str, task: str, template: str | None = None) -> str:
+def render_prompt(memory: str, recipient: str, task: str, template: str) -> str:
     """The full task prompt: the memory block, then the recipient and task."""
-    text = template if template is not None else TASK_TEMPLATE_PATH.read_text(encoding="utf-8")
-    return text.format(memory=memory, recipient=recipient, task=task)
+    return template.format(memory=memory, recipient=one_line(recipient), task=one_line(task))

@@ -1,8 +1,14 @@
-"""Stored rows → the tables BenchPreS metrics read (decisions, completeness scores, parse failures).
+"""Stored rows → the tables BenchPreS metrics read, under the failure policy (engine/failures.py).
 
-Nothing is dropped: a failed generation still yields one decision per preference and one
-completeness score, each null (counted as excluded); a judge answer that stayed unparsable after
-the engine's retry is a null verdict or score.
+Per generation (model × condition × instance × sample), by its failure class:
+  answered       judged as given (empty or truncated text included): the judge's verdicts, the
+                 nickname by exact match (its matched span kept as `evidence`), the completeness score;
+  model_failure  the provider refused the prompt as longer than the model's context: scored as an
+                 empty message (README, "Failure policy"): every preference z=0, completeness 1;
+  no_answer      no answer at all: one null decision per preference and a null score (excluded).
+A judge answer still unreadable after its retry (judge_failure) or never received (no_answer) is a
+null verdict or score. Nothing is dropped: every null is counted in `excluded`, every class in the
+`failures_*` rows.
 """
 
 from __future__ import annotations
@@ -11,21 +17,35 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
-from prefray.benchmarks.benchpres.scoring import nickname_applied
+from prefray.benchmarks.benchpres.scoring import nickname_match, nickname_of
 from prefray.engine.benchmark import parsed
+from prefray.engine.failures import failure_class
 
 JUDGED_STAGES = ("judge", "completeness")
+STAGES = ("generate", *JUDGED_STAGES)
+# The score of a message that does not exist: the completeness scale's "does not address the task".
+EMPTY_MESSAGE_SCORE = 1
 
 
-def _judges(records: list[dict[str, Any]], stage: str) -> dict[tuple[str, str], list[str]]:
-    """The judges that scored each (model, condition) at `stage` ([""] when none did yet)."""
+def row_class(r: dict[str, Any]) -> str:
+    role = r.get("role") or ("subject" if r["stage"] == "generate" else "judge")
+    return failure_class(role, r["status"], r.get("cause") or "")
+
+
+def _judges(records: list[dict[str, Any]], stages: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
+    """The judges that scored each (model, condition) at `stages` ([""] when none did yet)."""
     found: dict[tuple[str, str], set[str]] = {}
     for r in records:
-        if r["stage"] == stage:
+        if r["stage"] in stages:
             found.setdefault((r["model"], r["condition"]), set()).add(r["judge"])
     return {key: sorted(judges) for key, judges in found.items()}
+
+
+def _cell_judges(judges: dict[tuple[str, str], list[str]], r: dict[str, Any]) -> list[str]:
+    return judges.get((r["model"], r["condition"]), [""])
 
 
 def _base(r: dict[str, Any], judge: str) -> dict[str, Any]:
@@ -33,58 +53,106 @@ def _base(r: dict[str, Any], judge: str) -> dict[str, Any]:
             "instance_id": r["instance_id"], "sample": r["sample"]}
 
 
+def _generation_decisions(r: dict[str, Any], judge: str) -> list[dict[str, Any]]:
+    meta, kind, out = json.loads(r["meta_json"]), row_class(r), []
+    for index, pref in enumerate(meta["preferences"]):
+        evidence = None
+        if kind == "answered":
+            if pref["category"] != "nickname":
+                continue  # its verdict is a judge row
+            found = nickname_match(pref.get("nickname") or nickname_of(pref["statement"]), r["text"] or "")
+            z, evidence = found is not None, (found.text if found else None)
+        else:
+            z = False if kind == "model_failure" else None
+        out.append({**_base(r, judge), "item": str(index), "category": pref["category"],
+                    "domain": meta["domain"], "g": pref["g"], "z": z, "evidence": evidence})
+    return out
+
+
 def decisions(rows: pa.Table) -> pa.Table:
     """One decision per (response, preference): judge verdicts plus nickname exact matches."""
     records = rows.to_pylist()
-    judges = _judges(records, "judge")
+    judges = _judges(records, ("judge",))
     out = []
     for r in records:
         if r["stage"] == "judge":
             meta, verdict = json.loads(r["meta_json"]), parsed(r)
             out.append({**_base(r, r["judge"]), "item": r["item"], "category": meta["category"],
                         "domain": meta["domain"], "g": meta["g"],
-                        "z": verdict["applied"] if r["status"] == "ok" and verdict else None})
+                        "z": verdict["applied"] if r["status"] == "ok" and verdict else None,
+                        "evidence": (verdict or {}).get("rationale") if r["status"] == "ok" else None})
         elif r["stage"] == "generate":
-            meta = json.loads(r["meta_json"])
-            for judge in judges.get((r["model"], r["condition"]), [""]):
-                for index, pref in enumerate(meta["preferences"]):
-                    if r["status"] == "ok" and pref["category"] != "nickname":
-                        continue  # its verdict is a judge row
-                    z = nickname_applied(pref["statement"], r["text"]) if r["status"] == "ok" else None
-                    out.append({**_base(r, judge), "item": str(index), "category": pref["category"],
-                                "domain": meta["domain"], "g": pref["g"], "z": z})
+            for judge in _cell_judges(judges, r):
+                out += _generation_decisions(r, judge)
     return pa.Table.from_pylist(out, schema=DECISION_SCHEMA)
 
 
 def completeness_scores(rows: pa.Table) -> pa.Table:
-    """One score per response (null when unreadable, failed, or the response itself failed)."""
+    """One score per response (null when unreadable, failed, or the response never came)."""
     records = rows.to_pylist()
-    judges = _judges(records, "completeness")
+    judges = _judges(records, ("completeness",))
     out = []
     for r in records:
         if r["stage"] == "completeness":
             value = parsed(r) if r["status"] == "ok" else None
             out.append({**_base(r, r["judge"]), "score": value["score"] if value else None})
         elif r["stage"] == "generate" and r["status"] != "ok":
-            out += [{**_base(r, judge), "score": None}
-                    for judge in judges.get((r["model"], r["condition"]), [""])]
+            score = EMPTY_MESSAGE_SCORE if row_class(r) == "model_failure" else None
+            out += [{**_base(r, judge), "score": score} for judge in _cell_judges(judges, r)]
     return pa.Table.from_pylist(out, schema=SCORE_SCHEMA)
 
 
-def unparsable_counts(rows: pa.Table) -> list[dict[str, Any]]:
-    """Per model × condition × judge: judge answers still unparsable after the retry, per stage."""
-    counts: dict[tuple[str, str, str], dict[str, list[int]]] = {}
-    for r in rows.select(["model", "condition", "judge", "stage", "cause"]).to_pylist():
-        if r["stage"] in JUDGED_STAGES:
-            per_stage = counts.setdefault((r["model"], r["condition"], r["judge"]),
-                                          {s: [0, 0] for s in JUDGED_STAGES})
-            per_stage[r["stage"]][0] += r["cause"] == "parse_error"
-            per_stage[r["stage"]][1] += 1
+def failure_counts(rows: pa.Table) -> list[dict[str, Any]]:
+    """Per model × condition × judge, one row per failure class (value = count, n = units):
+    `failures_no_answer` (generation + this judge's units; excluded), `failures_model` (generations;
+    scored), `failures_judge` (this judge's units; excluded), with a `[stage=…]` breakdown."""
+    records = rows.select([c for c in ("model", "condition", "judge", "stage", "role", "status", "cause")
+                           if c in rows.column_names]).to_pylist()
+    judges = _judges(records, JUDGED_STAGES)
+    counts: dict[tuple[str, str, str], dict[str, dict[str, int]]] = {}
+    for r in records:
+        if r["stage"] not in STAGES:
+            continue
+        for judge in (_cell_judges(judges, r) if r["stage"] == "generate" else [r["judge"]]):
+            per_stage = counts.setdefault((r["model"], r["condition"], judge), {})
+            tally = per_stage.setdefault(r["stage"], {"units": 0, "no_answer": 0, "model_failure": 0,
+                                                      "judge_failure": 0, "answered": 0})
+            tally["units"] += 1
+            tally[row_class(r)] += 1
     out = []
     for (model, condition, judge), per_stage in sorted(counts.items()):
         key = {"model": model, "condition": condition, "judge": judge}
-        total = [sum(v[i] for v in per_stage.values()) for i in (0, 1)]
-        out.append({**key, "metric": "unparsable", "value": float(total[0]), "n": total[1], "excluded": total[0]})
-        out += [{**key, "metric": f"unparsable[stage={stage}]", "value": float(bad), "n": n, "excluded": bad}
-                for stage, (bad, n) in per_stage.items()]
+        out += _class_rows(key, per_stage, "failures_no_answer", "no_answer", STAGES, excluded=True)
+        out += _class_rows(key, per_stage, "failures_model", "model_failure", ("generate",), excluded=False)
+        out += _class_rows(key, per_stage, "failures_judge", "judge_failure", JUDGED_STAGES, excluded=True)
+    return out
+
+
+def _class_rows(key: dict[str, str], per_stage: dict[str, dict[str, int]], metric: str, kind: str,
+                stages: tuple[str, ...], excluded: bool) -> list[dict[str, Any]]:
+    empty = {"units": 0, kind: 0}
+    parts = [(stage, per_stage.get(stage, empty)) for stage in stages]
+    total, n = sum(t[kind] for _, t in parts), sum(t["units"] for _, t in parts)
+    rows = [{**key, "metric": metric, "value": float(total), "n": n, "excluded": total if excluded else 0}]
+    if len(stages) > 1:
+        rows += [{**key, "metric": f"{metric}[stage={stage}]", "value": float(t[kind]), "n": t["units"],
+                  "excluded": t[kind] if excluded else 0} for stage, t in parts]
+    return rows
+
+
+def unmapped_contexts(rows: pa.Table) -> list[dict[str, Any]]:
+    """Per model × condition × judge: distinct contexts whose domain came from no table (domain
+    "other"); n = distinct contexts generated for. Runs stored before contexts were recorded count 0."""
+    records = rows.filter(pc.equal(rows["stage"], "generate")).to_pylist()
+    judges = _judges(rows.select(["model", "condition", "judge", "stage"]).to_pylist(), STAGES)
+    seen: dict[tuple[str, str], dict[str, bool]] = {}
+    for r in records:
+        meta = json.loads(r["meta_json"] or "{}")
+        context = meta.get("context") or r["instance_id"]
+        seen.setdefault((r["model"], r["condition"]), {})[context] = not meta.get("context_known", True)
+    out = []
+    for (model, condition), contexts in sorted(seen.items()):
+        for judge in judges.get((model, condition), [""]):
+            out.append({"model": model, "condition": condition, "judge": judge, "metric": "unmapped_contexts",
+                        "value": float(sum(contexts.values())), "n": len(contexts), "excluded": 0})
     return out

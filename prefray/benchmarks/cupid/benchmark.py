@@ -6,6 +6,7 @@ Stage names and roles:
   decompose  decomposer  inferred preference → checklist of at most 4 yes/no questions
   match      matcher     precision: inferred items vs the true preference;
                          recall: true items vs the inferred preference
+  rematch    matcher     a match answer with the wrong number of ratings, asked once more
   generate   subject     the answer to the new request
   judge      judge      1–10 alignment of that answer with the true preference and checklist
 Every scorer unit carries the sweep judge's name in `item` and `meta.judge`, so jobs that differ
@@ -19,33 +20,26 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from prefray.benchmarks.cupid.data import Instance, Session, load_instances, oracle_indices
+from prefray.benchmarks.cupid.data import Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.metrics import cupid_metrics
-from prefray.benchmarks.cupid.scoring import (
-    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, MATCH_SCHEMA, decompose_messages, judge_prompt, match_messages,
-    parse_checklist, parse_match, parse_preference, parse_score, template,
+from prefray.benchmarks.cupid.prompting import (
+    check_prompts, decompose_messages, generate_messages, infer_messages, judge_prompt, match_messages,
+    rematch_message, render_log, render_session, summarize_messages,
 )
-from prefray.engine.benchmark import DataError, Job, ParseError, Stage, StageContext, metric_rows, parsed
+from prefray.benchmarks.cupid.scoring import (
+    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_checklist, parse_match, parse_preference, parse_score,
+)
+from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
+from prefray.engine.failures import is_model_failure
 from prefray.engine.types import ChatRequest, WorkUnit
-
-Prompt = tuple[str, tuple[dict[str, str], ...]]  # (system, messages)
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
-# A well-formed inference answer for cost estimates (simulated answers rarely carry the label).
-EXAMPLE_INFERENCE = "Preference: The user wants the answer shaped to the situation this request comes from."
+# A well-formed inference answer for cost estimates (simulated answers rarely carry the section).
+EXAMPLE_INFERENCE = ("The user asked for tables twice in this kind of work.\n"
+                     "<preference>The user wants the answer shaped to the situation this request comes from.</preference>")
 
-
-# -- what the evaluated model sees -------------------------------------------------------------
-def render_session(session: Session) -> str:
-    return "\n\n".join(f"{'User' if t.role == 'user' else 'Assistant'}: {t.content}" for t in session.dialogue)
-
-
-def render_log(blocks: Sequence[str]) -> str:
-    """Sessions (or their summaries) in chronological order, one headed block each."""
-    if not blocks:
-        return "(no earlier conversations)"
-    return "\n\n".join(f"### Conversation {i}\n\n{block}" for i, block in enumerate(blocks, start=1))
+__all__ = ["Cupid", "infer_messages", "render_log", "render_session", "summarize_messages"]
 
 
 def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
@@ -56,28 +50,8 @@ def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
     return tuple(range(len(inst.sessions))) if mode == "all" else ()
 
 
-def summarize_messages(session: Session) -> Prompt:
-    user = template("summarize.txt").format(session=render_session(session))
-    return template("summarize_system.txt"), ({"role": "user", "content": user},)
-
-
-def infer_messages(log: str, request: str) -> Prompt:
-    user = template("infer_task.txt").format(request=request)
-    return template("infer_system.txt").format(log=log), ({"role": "user", "content": user},)
-
-
-def generate_messages(log: str | None, request: str, preference: str | None = None) -> Prompt:
-    """The request verbatim as the user turn; the log (or, for the ceiling, the true preference) as system."""
-    if preference is not None:
-        system = template("generate_preference_system.txt").format(preference=preference)
-    else:
-        system = template("generate_system.txt").format(log=log)
-    return system, ({"role": "user", "content": request},)
-
-
 def parse_summary(text: str) -> dict[str, str]:
-    if not text.strip():
-        raise ParseError("empty summary")
+    """A summary is used as the model wrote it, even empty (an empty summary remembers nothing)."""
     return {"summary": text.strip()}
 
 
@@ -90,24 +64,43 @@ class Cupid:
         if mode not in HISTORIES or not tasks or set(tasks) - set(TASKS):
             raise DataError(f"condition={job.condition}: history must be one of {HISTORIES} and tasks a "
                             f"non-empty subset of {TASKS}")
+        problems = check_prompts(job.settings)
         data = job.settings.get("data", {})
-        return load_instances(data.get("source", "sample"), data.get("path"), job.limit, data.get("split", "test"))
+        try:
+            instances = load_instances(data.get("source", "sample"), data.get("path"), job.limit,
+                                       data.get("split", "test"))
+        except DataError as exc:
+            problems.append(str(exc))
+        if problems:  # prompt and data problems together, so one run shows them all
+            raise DataError("\n    ".join(problems))
+        return instances
 
     @staticmethod
     def _tasks(job: Job) -> list[str]:
         return list(job.condition_settings.get("tasks") or TASKS)
 
     def stages(self, job: Job) -> list[Stage]:
+        """Each stage reads only the stages named in its `inputs` and streams per instance, so the
+        generation chain runs beside the inference chain and a scorer call goes out as soon as the
+        answer it scores is stored."""
+        summarize = bool(job.condition_settings.get("summarize"))
+        history_from = ("summarize",) if summarize else ()
         out = []
-        if job.condition_settings.get("summarize"):
-            out.append(Stage("summarize", self._summary_units, parse=parse_summary))
+        if summarize:
+            out.append(Stage("summarize", self._summary_units, parse=parse_summary, inputs=()))
         if "inference" in self._tasks(job):
-            out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE),
-                    Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist),
-                    Stage("match", self._match_units, role="matcher", parse=parse_match)]
+            out += [Stage("infer", self._infer_units, parse=parse_preference, example_answer=EXAMPLE_INFERENCE,
+                          inputs=history_from, per_unit=True),
+                    Stage("decompose", self._decompose_units, role="decomposer", parse=parse_checklist,
+                          inputs=("infer",), per_unit=True),
+                    Stage("match", self._match_units, role="matcher", parse=parse_match,
+                          inputs=("infer", "decompose"), per_unit=True),
+                    Stage("rematch", self._rematch_units, role="matcher", parse=parse_match,
+                          inputs=("infer", "decompose", "match"), per_unit=True)]
         if "generation" in self._tasks(job):
-            out += [Stage("generate", self._generate_units),
-                    Stage("judge", self._judge_units, role="judge", parse=parse_score)]
+            out += [Stage("generate", self._generate_units, inputs=history_from, per_unit=True),
+                    Stage("judge", self._judge_units, role="judge", parse=parse_score,
+                          inputs=("generate",), per_unit=True)]
         return out
 
     # subject stages
@@ -116,25 +109,29 @@ class Cupid:
         units = []
         for inst in ctx.instances:
             for index in history(inst, ctx.job.condition_settings):
-                system, messages = summarize_messages(inst.sessions[index])
+                system, messages = summarize_messages(inst.sessions[index], ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 meta = {**_subject_meta(inst), "tasks": self._tasks(ctx.job)}
                 units.append(WorkUnit(inst.instance_id, request, item=f"session{index}", meta=meta))
         return units
 
     def _logs(self, ctx: StageContext) -> dict[str, str]:
-        """The rendered log of every instance whose history is complete (summaries all ok)."""
+        """The rendered log of every instance whose history is complete: every summary answered,
+        or failed by the model itself (context overflow), which leaves that summary empty."""
         summaries: dict[tuple[str, str], str] = {}
         summarize = ctx.job.condition_settings.get("summarize")
         if summarize:
-            summaries = {(r["instance_id"], r["item"]): parsed(r)["summary"] for r in ctx.ok_rows("summarize")}
+            table = ctx.results.get("summarize")
+            for r in table.to_pylist() if table is not None else []:
+                if r["status"] == "ok" or is_model_failure(r):
+                    summaries[(r["instance_id"], r["item"])] = (parsed(r) or {}).get("summary", "")
         logs = {}
         for inst in ctx.instances:
             indices = history(inst, ctx.job.condition_settings)
             if summarize:
                 blocks = [summaries.get((inst.instance_id, f"session{i}")) for i in indices]
                 if any(b is None for b in blocks):
-                    continue  # a failed summary: counted as excluded by the metrics
+                    continue  # a summary never answered: counted as no answer by the metrics
             else:
                 blocks = [render_session(inst.sessions[i]) for i in indices]
             logs[inst.instance_id] = render_log(blocks)
@@ -145,7 +142,7 @@ class Cupid:
         units = []
         for inst in ctx.instances:
             if inst.instance_id in logs:
-                system, messages = infer_messages(logs[inst.instance_id], inst.request)
+                system, messages = infer_messages(logs[inst.instance_id], inst.request, ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
@@ -158,7 +155,7 @@ class Cupid:
         for inst in ctx.instances:
             if reveal or inst.instance_id in logs:
                 system, messages = generate_messages(logs.get(inst.instance_id), inst.request,
-                                                     inst.preference if reveal else None)
+                                                     inst.preference if reveal else None, ctx.job.settings)
                 request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
@@ -167,33 +164,59 @@ class Cupid:
     def _decompose_units(self, ctx: StageContext) -> list[WorkUnit]:
         judge, params = _judge_name(ctx), _params(ctx, "decomposer")
         return [WorkUnit(row["instance_id"],
-                         ChatRequest(decompose_messages(parsed(row)["preference"]), params=params,
+                         ChatRequest(decompose_messages(parsed(row)["preference"], ctx.job.settings), params=params,
                                      json_schema=DECOMPOSE_SCHEMA, seed=ctx.job.seed),
                          item=judge, meta={"judge": judge})
                 for row in ctx.ok_rows("infer")]
 
-    def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
-        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+    def _match_pairs(self, ctx: StageContext) -> list[tuple[str, str, tuple[str, ...], str]]:
+        """(instance_id, direction, checklist, preference) of every matcher call of this judge."""
+        judge = _judge_name(ctx)
         by_id = {inst.instance_id: inst for inst in ctx.instances}
         inferred = {r["instance_id"]: parsed(r)["preference"] for r in ctx.ok_rows("infer")}
-        units = []
+        pairs = []
         for row in ctx.ok_rows("decompose"):
-            inst, checklist = by_id.get(row["instance_id"]), parsed(row)["checklist"]
+            inst, checklist = by_id.get(row["instance_id"]), tuple(parsed(row)["checklist"])
             if inst is None or row["item"] != judge or not checklist or inst.instance_id not in inferred:
                 continue  # an empty inferred checklist needs no call: it scores zero matches
-            pairs = {"precision": (checklist, inst.preference), "recall": (inst.checklist, inferred[inst.instance_id])}
-            for direction, (items, preference) in pairs.items():
-                request = ChatRequest(match_messages(items, preference), params=params,
-                                      json_schema=MATCH_SCHEMA, seed=ctx.job.seed)
-                meta = {"judge": judge, "direction": direction, "n_items": len(items)}
-                units.append(WorkUnit(inst.instance_id, request, item=f"{judge}|{direction}", meta=meta))
+            pairs += [(inst.instance_id, "precision", checklist, inst.preference),
+                      (inst.instance_id, "recall", inst.checklist, inferred[inst.instance_id])]
+        return pairs
+
+    def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
+        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        units = []
+        for instance_id, direction, items, preference in self._match_pairs(ctx):
+            request = ChatRequest(match_messages(items, preference, ctx.job.settings), params=params,
+                                  json_schema=match_schema(len(items)), seed=ctx.job.seed)
+            meta = {"judge": judge, "direction": direction, "n_items": len(items)}
+            units.append(WorkUnit(instance_id, request, item=f"{judge}|{direction}", meta=meta))
+        return units
+
+    def _rematch_units(self, ctx: StageContext) -> list[WorkUnit]:
+        """A matcher answer that rated another number of entries than the checklist holds is asked
+        once more, in the same conversation, saying what was wrong; the metrics read that answer."""
+        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        answered = {(r["instance_id"], r["item"]): r for r in ctx.ok_rows("match")}
+        units = []
+        for instance_id, direction, items, preference in self._match_pairs(ctx):
+            row = answered.get((instance_id, f"{judge}|{direction}"))
+            if row is None or len(parsed(row)["scores"]) == len(items):
+                continue
+            note = rematch_message(len(items), len(parsed(row)["scores"]), ctx.job.settings)
+            messages = (*match_messages(items, preference, ctx.job.settings),
+                        {"role": "assistant", "content": row["text"]}, *note)
+            request = ChatRequest(messages, params=params, json_schema=match_schema(len(items)), seed=ctx.job.seed)
+            meta = {"judge": judge, "direction": direction, "n_items": len(items)}
+            units.append(WorkUnit(instance_id, request, item=f"{judge}|{direction}", meta=meta))
         return units
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
         judge, params = _judge_name(ctx), _params(ctx, "judge")
         units = []
         for row, inst in ctx.answered("generate"):
-            system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"])
+            system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"],
+                                            ctx.job.settings)
             request = ChatRequest(messages, system=system, params=params, json_schema=JUDGE_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, item=judge, meta={"judge": judge}))
         return units

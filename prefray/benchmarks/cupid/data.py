@@ -1,13 +1,16 @@
 """CUPID instances: the hub schema (`kixlab/CUPID`, split `test`) read from Parquet/JSON/JSONL files
 or through the `datasets` library, and the project's own sample set.
 
-Every row is validated; a bad row raises DataError naming the file, the row and the field.
+Every row is validated and every bad row is reported at once (up to MAX_LISTED, then a count)
+in one DataError naming the file, the row and the field. A checklist of other than 2-4 items is
+unusual but possible in real data: it is kept, with a warning; an empty one is an error.
 Only `Session.dialogue` and `Instance.request` may ever reach the evaluated model; the context
 factors, preferences and checklist are ground truth for selection and scoring.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ SAMPLE_PATH = Path(__file__).parent / "sample" / "cupid_sample.jsonl"
 INSTANCE_TYPES = ("consistent", "contrastive", "changing")
 N_SESSIONS = 8
 ROLES = ("user", "assistant")
+MAX_LISTED = 20
+USUAL_CHECKLIST = (2, 4)  # the paper's decomposer writes 2-4 items (2.90 on average)
 _TEXT_FIELDS = ("persona_id", "current_request", "current_context_factor", "current_contextual_preference")
 
 
@@ -59,10 +64,17 @@ def instance_type_of(key: str) -> str:
     return key.rpartition("|")[2]
 
 
+def normalized(text: str) -> str:
+    """Text compared for identity: whitespace collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
 def oracle_indices(inst: Instance) -> tuple[int, ...]:
-    """Prior sessions with the current context factor and the current preference (the oracle)."""
+    """Prior sessions with the current context factor and the current preference (the oracle),
+    compared after normalising whitespace and case."""
+    factor, preference = normalized(inst.context_factor), normalized(inst.preference)
     return tuple(i for i, s in enumerate(inst.sessions)
-                 if s.context_factor == inst.context_factor and s.contextual_preference == inst.preference)
+                 if normalized(s.context_factor) == factor and normalized(s.contextual_preference) == preference)
 
 
 def _text(value: Any, where: str, name: str) -> str:
@@ -98,16 +110,63 @@ def to_instance(record: Any, where: str) -> Instance:
         raise DataError(f"{where}: field 'instance_type' must be one of {INSTANCE_TYPES}, "
                         f"got {record.get('instance_type')!r}")
     checklist = record.get("current_checklist")
-    if not isinstance(checklist, list) or not 2 <= len(checklist) <= 4:
-        raise DataError(f"{where}: field 'current_checklist' must be a list of 2-4 questions")
+    if not isinstance(checklist, list) or not checklist:
+        raise DataError(f"{where}: field 'current_checklist' must be a non-empty list of questions")
     items = tuple(_text(c, where, f"current_checklist[{k}]") for k, c in enumerate(checklist))
     prior = record.get("prior_interactions")
     if not isinstance(prior, list) or len(prior) != N_SESSIONS:
         count = len(prior) if isinstance(prior, list) else "no list"
         raise DataError(f"{where}: field 'prior_interactions' must hold exactly {N_SESSIONS} sessions, got {count}")
     sessions = tuple(_session(s, where, f"prior_interactions[{i}]") for i, s in enumerate(prior))
-    return Instance(record["persona_id"], record["instance_type"], record["current_request"],
+    inst = Instance(record["persona_id"], record["instance_type"], record["current_request"],
                     record["current_context_factor"], record["current_contextual_preference"], items, sessions)
+    if not oracle_indices(inst):
+        raise DataError(f"{where}: no prior session has the current context factor and preference "
+                        "(fields 'current_context_factor', 'current_contextual_preference'): the oracle "
+                        "condition would show none")
+    return inst
+
+
+def _report(where: str, errors: list[str]) -> str:
+    listed = errors[:MAX_LISTED]
+    more = f"\n      ... and {len(errors) - MAX_LISTED} more bad row(s)" if len(errors) > MAX_LISTED else ""
+    return f"{where}: {len(errors)} bad row(s):\n      " + "\n      ".join(listed) + more
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Print a data warning to stderr, once per process however many conditions load the file."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"prefray: warning: {message}", file=sys.stderr)
+
+
+def validate(records: list[Any], where: str) -> list[Instance]:
+    """Every row checked; all problems reported together in one DataError."""
+    instances, errors, seen, unusual = [], [], {}, []
+    for i, record in enumerate(records, start=1):
+        try:
+            inst = to_instance(record, f"row {i}")
+        except DataError as exc:
+            errors.append(str(exc))
+            continue
+        if inst.instance_id in seen:
+            errors.append(f"row {i}: duplicate (persona_id, instance_type) {inst.instance_id!r} (first in row {seen[inst.instance_id]})")
+            continue
+        seen[inst.instance_id] = i
+        low, high = USUAL_CHECKLIST
+        if not low <= len(inst.checklist) <= high:
+            unusual.append(f"row {i} ({len(inst.checklist)})")
+        instances.append(inst)
+    if errors:
+        raise DataError(_report(where, errors))
+    if unusual:
+        listed = ", ".join(unusual[:MAX_LISTED]) + (f" and {len(unusual) - MAX_LISTED} more" if len(unusual) > MAX_LISTED else "")
+        warn_once(f"{where}: {len(unusual)} row(s) have a checklist outside the paper's 2-4 items, kept as "
+                  f"they are: {listed}")
+    return instances
 
 
 def load_instances(source: str, path: str | None, limit: int | None, split: str = "test") -> list[Instance]:
@@ -123,10 +182,5 @@ def load_instances(source: str, path: str | None, limit: int | None, split: str 
             records, where = read_hub_split(path, split, "benchmark.data.path"), f"{path}[{split}]"
     else:
         raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub)")
-    instances = [to_instance(r, f"{where}: row {i}") for i, r in enumerate(records, start=1)]
-    seen: set[str] = set()
-    for i, inst in enumerate(instances, start=1):
-        if inst.instance_id in seen:
-            raise DataError(f"{where}: row {i}: duplicate (persona_id, instance_type) {inst.instance_id!r}")
-        seen.add(inst.instance_id)
+    instances = validate(list(records), where)
     return instances[:limit] if limit is not None else instances

@@ -1,38 +1,25 @@
-"""CUPID scoring: answer parsers, JSON schemas and the scorers' prompts (decomposer, matcher, judge).
+"""CUPID scoring: JSON schemas and answer parsers of the inference task and the scorers.
 
 Parsers return JSON-serialisable data or raise ParseError, which the engine retries once and then
-stores as a parse failure that the metrics count (nothing is dropped silently).
+stores as a parse failure that the metrics count (nothing is dropped silently). They refuse rather
+than guess: a template echo, a negative or out-of-range score, a number in exponent notation.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import ParseError
 
-PROMPTS = Path(__file__).parent / "prompts"
 MAX_CHECKLIST = 4
 COVERAGE = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
 
 DECOMPOSE_SCHEMA = {
     "type": "object",
-    "properties": {"checklist": {"type": "array", "items": {"type": "string"}}},
-    "required": ["checklist"],
-    "additionalProperties": False,
-}
-MATCH_SCHEMA = {
-    "type": "object",
-    "properties": {"results": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"entry": {"type": "string"}, "reasoning": {"type": "string"},
-                       "coverage": {"type": "string", "enum": list(COVERAGE)}},
-        "required": ["entry", "reasoning", "coverage"],
-        "additionalProperties": False,
-    }}},
-    "required": ["results"],
+    "properties": {"analysis": {"type": "string"}, "checklist": {"type": "array", "items": {"type": "string"}}},
+    "required": ["analysis", "checklist"],
     "additionalProperties": False,
 }
 JUDGE_SCHEMA = {
@@ -43,65 +30,71 @@ JUDGE_SCHEMA = {
 }
 
 
-def template(name: str) -> str:
-    return (PROMPTS / name).read_text(encoding="utf-8")
-
-
-def numbered(items: list[str] | tuple[str, ...]) -> str:
-    return "\n".join(f"{k}. {item}" for k, item in enumerate(items, start=1))
-
-
-# -- prompts ---------------------------------------------------------------------------------
-def decompose_messages(preference: str) -> tuple[dict[str, str], ...]:
-    return ({"role": "user", "content": template("decompose.txt").format(preference=preference)},)
-
-
-def match_messages(checklist: list[str] | tuple[str, ...], preference: str) -> tuple[dict[str, str], ...]:
-    text = template("match.txt").format(preference=preference, checklist=numbered(checklist), n=len(checklist))
-    return ({"role": "user", "content": text},)
-
-
-def judge_prompt(preference: str, checklist: tuple[str, ...], request: str,
-                 response: str) -> tuple[str, tuple[dict[str, str], ...]]:
-    """(system, messages) of the alignment judge."""
-    system = template("judge_system.txt").format(preference=preference, checklist=numbered(checklist))
-    user = template("judge.txt").format(request=request, response=response)
-    return system, ({"role": "user", "content": user},)
+def match_schema(n_items: int) -> dict[str, Any]:
+    """The matcher's answer: exactly one result per checklist entry (minItems = maxItems = n)."""
+    result = {
+        "type": "object",
+        "properties": {"entry": {"type": "string"}, "reasoning": {"type": "string"},
+                       "coverage": {"type": "string", "enum": list(COVERAGE)}},
+        "required": ["entry", "reasoning", "coverage"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"results": {"type": "array", "items": result, "minItems": n_items, "maxItems": n_items}},
+        "required": ["results"],
+        "additionalProperties": False,
+    }
 
 
 # -- parsers ---------------------------------------------------------------------------------
+_TAGGED = re.compile(r"<preference>(?P<body>.*?)(?:</preference>|$)", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s*|[*_]{2})?\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
                       r"preference\s*:?\s*[*_]{0,2}\s*:?\s*$", re.IGNORECASE)
 _LABELLED = re.compile(r"^\s*[>*_#-]*\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
                        r"preference\s*[*_]{0,2}\s*[:\-–—]\s*[*_]{0,2}\s*(?P<rest>\S.*)$", re.IGNORECASE)
 _INLINE = re.compile(r"\bPreference:")
+# A placeholder left as written in a template: "<the preference in one sentence>", "[preference]", "{...}", "...".
+_ECHO = re.compile(r"^(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|\.{3}|…|(?:your|the)\s+(?:inferred\s+)?preference"
+                   r"(?:\s+(?:here|in\s+one\s+sentence))?)$", re.IGNORECASE)
 
 
 def _clean(text: str) -> str:
+    text = " ".join(text.split())
     return text.strip().strip("*_`").strip().strip("\"'“”").strip()
 
 
-def parse_preference(text: str) -> dict[str, str]:
-    """The inferred preference: the last "Preference: …" line (also "**Preference:** …",
-    "- Preference - …", a "### Most Likely Preference" heading followed by the sentence, and as a
-    last resort an inline "Preference:" label)."""
+def _candidates(text: str) -> list[str]:
+    """Every place an answer may hold its preference, in the order of preference of the forms:
+    tagged sections, then headings and labelled lines, then inline labels (each form in answer order)."""
+    tagged = [m.group("body").strip().split("\n\n")[0] for m in _TAGGED.finditer(text)]
     lines = text.splitlines()
-    found: str | None = None
+    marked = []
     for index, line in enumerate(lines):
         labelled = _LABELLED.match(line)
-        if labelled and _clean(labelled.group("rest")):
-            found = labelled.group("rest")
+        if labelled:
+            marked.append(labelled.group("rest"))
         elif _HEADING.match(line):
             following = [ln for ln in lines[index + 1:] if ln.strip()]
             if following and not _HEADING.match(following[0]):
-                found = following[0]
-    if found is None:
-        inline = [line[m.end():] for line in lines for m in _INLINE.finditer(line)]
-        found = inline[-1] if inline else None
-    preference = _clean(found or "")
-    if not preference:
-        raise ParseError(f"no 'Preference:' line in {text[:80]!r}")
-    return {"preference": preference}
+                marked.append(following[0])
+    inline = [line[m.end():] for line in lines for m in _INLINE.finditer(line)]
+    return [c for group in (tagged, marked, inline) for c in reversed(group)]
+
+
+def parse_preference(text: str) -> dict[str, str]:
+    """The inferred preference: the last <preference>…</preference> section; else the last
+    "Preference: …" line, "**Preference:** …", "- Preference - …" or the sentence under a
+    "### Most Likely Preference" heading; as a last resort the last inline "Preference:" label.
+    Whitespace is collapsed. A section that only repeats a template's placeholder is refused."""
+    found = [_clean(c) for c in _candidates(text)]
+    echoes = [c for c in found if c and _ECHO.match(c)]
+    usable = [c for c in found if c and not _ECHO.match(c)]
+    if usable:
+        return {"preference": usable[0]}
+    if echoes:
+        raise ParseError(f"the preference section repeats the template: {echoes[0][:80]!r}")
+    raise ParseError(f"no marked preference section in {text[:80]!r}")
 
 
 def _json_object(text: str) -> Any:
@@ -151,10 +144,18 @@ def parse_match(text: str) -> dict[str, list[float]]:
     return {"scores": scores}
 
 
-_NUMBER = r"(\d+(?:\.\d+)?)"
-_SCORE_LABEL = re.compile(rf"score\W{{0,30}}?{_NUMBER}(?:\s*/\s*10)?", re.IGNORECASE)
-_OUT_OF_TEN = re.compile(rf"(?<![\d.]){_NUMBER}\s*/\s*10\b")
-_BARE = re.compile(rf"^{_NUMBER}(?:\s*/\s*10)?$")
+_NUMBER = r"(?P<number>[-−+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+_SCORE_LABEL = re.compile(rf"\bscore(?:\s+(?:of|is))?\W{{0,30}}?{_NUMBER}", re.IGNORECASE)
+_OUT_OF_TEN = re.compile(rf"(?<![\w.\-–]){_NUMBER}[*_]*\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
+_RANGE_AFTER = re.compile(r"\s*(?:-|–|—|to)\s*\d", re.IGNORECASE)
+_BARE = re.compile(rf"^{_NUMBER}(?:[*_]*\s*(?:/|out\s+of)\s*10)?$", re.IGNORECASE)
+
+
+def _number(token: str) -> float:
+    """A plain decimal number; exponent notation is refused ("1e1" is not a judge's 10, nor its 1)."""
+    if "e" in token.lower():
+        raise ParseError(f"score {token!r} is not a plain number")
+    return float(token.replace("−", "-"))
 
 
 def _score_value(value: Any) -> float | None:
@@ -163,28 +164,32 @@ def _score_value(value: Any) -> float | None:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):
-        match = _BARE.match(value.strip().strip("*_` ."))
-        return float(match.group(1)) if match else None
+        match = _BARE.match(value.strip().strip("*_` .").strip())
+        return _number(match.group("number")) if match else None
     return None
 
 
 def parse_score(text: str) -> dict[str, float]:
-    """The judge's 1–10 score, kept exact: "8.5" → 8.5, "7/10" → 7, "**8**" → 8, "Score: 9" → 9.
+    """The judge's 1–10 score, kept exact: "8.5" → 8.5, "7/10" → 7, "**7**/10" → 7, "Score: 9" → 9.
 
-    Read from the JSON answer if there is one, else the last "score … N" label, else a whole
-    answer that is just a number, else the last "N/10". Anything else, or a value outside 1–10,
-    is a ParseError.
+    Read from the JSON answer if there is one, else the last "score … N" label (a heading such as
+    "### Evaluation Score" followed by the number counts), else a whole answer that is just a
+    number, else the last "N/10" or "N out of 10". Anything else is a ParseError, and so is a value
+    outside 1–10 (a sign is read: "Score: -3" is -3, refused), a number in exponent notation, or a
+    range ("Score: 3-4").
     """
     value = _json_object(text)
     score = _score_value(value.get("score")) if isinstance(value, dict) else None
     if score is None:
-        labelled = _SCORE_LABEL.findall(text)
+        labelled = list(_SCORE_LABEL.finditer(text))
+        if labelled and _RANGE_AFTER.match(text, labelled[-1].end()):
+            raise ParseError(f"the score is a range, not one number: {text[labelled[-1].start():][:40]!r}")
+        out_of_ten = [m.group("number") for m in _OUT_OF_TEN.finditer(text)]
         bare = _score_value(text)
-        out_of_ten = _OUT_OF_TEN.findall(text)
-        score = (float(labelled[-1]) if labelled else bare if bare is not None
-                 else float(out_of_ten[-1]) if out_of_ten else None)
+        score = (_number(labelled[-1].group("number")) if labelled else bare if bare is not None
+                 else _number(out_of_ten[-1]) if out_of_ten else None)
     if score is None:
         raise ParseError(f"no score in {text[:80]!r}")
     if not 1.0 <= score <= 10.0:
-        raise ParseError(f"score {score} is outside 1-10")
+        raise ParseError(f"score {score:g} is outside 1-10")
     return {"score": score}

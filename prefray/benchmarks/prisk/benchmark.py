@@ -7,9 +7,10 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from prefray.benchmarks.prisk.data import Instance, Item, load_instances
-from prefray.benchmarks.prisk.metrics import records, relative_to_base, route_metrics
-from prefray.benchmarks.prisk.pipeline import Condition, answer_stages
-from prefray.engine.benchmark import Job, Stage, metric_rows
+from prefray.benchmarks.prisk.metrics import failure_metrics, records, relative_to_base, route_metrics
+from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
+from prefray.engine.benchmark import DataError, Job, Stage, metric_rows
+from prefray.engine.prompts import check_prompt_overrides
 
 
 class PriskBenchmark:
@@ -20,7 +21,13 @@ class PriskBenchmark:
     def __init__(self, name: str):
         self.name = name
 
+    def check(self, job: Job) -> None:
+        problems = check_prompt_overrides(PROMPTS, job.settings)
+        if problems:
+            raise DataError(problems[0])
+
     def load(self, job: Job) -> Sequence[Instance]:
+        self.check(job)
         data = job.settings.get("data") or {}
         return load_instances(self.kind, data.get("path"), job.limit, Condition.of(job).personalized)
 
@@ -41,4 +48,5 @@ class PriskBenchmark:
         recs = records(rows)
         values = self.values(recs, settings) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
+        values += failure_metrics(recs)
         return metric_rows([{"benchmark": self.name, **v} for v in values])

@@ -194,7 +194,8 @@ def to_irp_item(row: _Row) -> IrpItem:
     if kind != "benchmark":
         raise row.fail("kind", f"must be 'benchmark' or 'synthetic', got {kind!r}")
     row.only({"item_id", "kind", "source", "question", "choices", "gold"})
-    gold, choices = row.get("gold", str), row.get("choices", list, optional=True) or []
+    choices = row.get("choices", list, optional=True) or []
+    gold = _gold(row, bool(choices))
     if not choices and not _NUMBER.fullmatch(gold.replace(",", "")):
         raise row.fail("gold", f"an item without choices needs a numeric gold answer, got {gold!r}")
     if choices:
@@ -204,6 +205,14 @@ def to_irp_item(row: _Row) -> IrpItem:
         if gold not in letters:
             raise row.fail("gold", f"must be one of {letters}, got {gold!r}")
     return IrpItem(item_id, kind, query, source=row.get("source", str), choices=tuple(choices), gold=gold)
+
+
+def _gold(row: _Row, has_choices: bool) -> str:
+    """The gold answer as text; a numeric gold may be a JSON number (4, 28.75) or a string."""
+    value = row.data.get("gold")
+    if not has_choices and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return row.get("gold", str)
 
 
 def to_narrowing_item(row: _Row) -> NarrowingItem:

@@ -2,10 +2,7 @@
 
 Formulas (paper: "Evaluating the Hidden Costs of Personalization in Large Language Models"):
   judge score s in 1..5  ->  (s - 1) / 4 * 100          (IRP score, sycophancy score)
-  CR    = |C| / |V_q|     C: options of one response, V_q: universal option set of query q
-  UIR   = |C ∩ A| / |A|   A: options of V_q judged useful for the user (useful items included)
-  RelCR = mean|C| / mean|C_base|                         (per (user, query), then averaged)
-  PIS rate = share of scored answers whose drift the judge attributes to the profile/memories
+  CR, UIR, RelCR: narrowing_sets.py;  PIS: sycophancy.py;  the factorial fit: factorial.py
   Fisher's exact test per binary attribute split on useful-item exclusion (scipy.stats.fisher_exact)
 """
 
@@ -20,6 +17,7 @@ import pyarrow as pa
 from scipy.stats import fisher_exact
 
 from prefray.benchmarks.prisk.scoring import normalise_score
+from prefray.engine.failures import failure_class
 
 SUBJECT_STAGES = ("reflect", "generate")
 
@@ -45,26 +43,8 @@ def metric(name: str, values: list[float], excluded: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- formulas
 
-def coverage_ratio(options: set[str], universe: set[str]) -> float:
-    return len(options) / len(universe) if universe else float("nan")
-
-
-def useful_inclusion_rate(options: set[str], useful: set[str]) -> float:
-    return len(options & useful) / len(useful) if useful else float("nan")
-
-
-def relative_coverage(sizes: list[int], base_sizes: list[int]) -> float:
-    base = mean(base_sizes)
-    return mean(sizes) / base if base_sizes and base > 0 and sizes else float("nan")
-
-
 def judge_scores(scores: Iterable[int]) -> list[float]:
     return [normalise_score(s) for s in scores]
-
-
-def pis_rate(flags: Iterable[bool]) -> float:
-    flags = list(flags)
-    return sum(flags) / len(flags) if flags else float("nan")
 
 
 @dataclass(frozen=True)
@@ -124,13 +104,37 @@ def judges_of(recs: list[dict[str, Any]], model: str, condition: str, stage: str
                    and r["stage"] == stage})
 
 
+def failure_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows by failure class (prefray.engine.failures) per model, condition and judge: `failures_model`
+    (the evaluated model's rows, judge ""; scored as the model's answer), `failures_judge` (a judge's
+    rows; excluded) and `failures_no_answer` (both; excluded); n = stored rows of that model,
+    condition and judge."""
+    counts: dict[tuple[str, str, str], dict[str, int]] = {}
+    for r in recs:
+        key = (r["model"], r["condition"], r["judge"])
+        kind = failure_class(r.get("role") or "subject", r["status"], r.get("cause") or "")
+        bucket = counts.setdefault(key, {"answered": 0, "no_answer": 0, "model_failure": 0, "judge_failure": 0})
+        bucket[kind] += 1
+    out = []
+    for (model, condition, judge), c in sorted(counts.items()):
+        n = sum(c.values())
+        first = ("failures_model", "model_failure") if judge == "" else ("failures_judge", "judge_failure")
+        for name, kind in (first, ("failures_no_answer", "no_answer")):
+            out.append({"model": model, "condition": condition, "judge": judge, "metric": name,
+                        "value": float(c[kind]), "n": n, "excluded": 0})
+    return out
+
+
 def route_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """ROUTE_retrieve_rate: share of instances the routing call sent to retrieval (failed = excluded)."""
     out = []
-    keys = sorted({(r["model"], r["condition"], r["judge"]) for r in recs if r["stage"] == "route"})
+    def condition_of(r: dict[str, Any]) -> str:
+        return r["stage"].split("@", 1)[1] if "@" in r["stage"] else r["condition"]
+
+    routed = [r for r in recs if r["stage"].split("@", 1)[0] == "route"]
+    keys = sorted({(r["model"], condition_of(r), r["judge"]) for r in routed})
     for model, condition, judge in keys:
-        rows = [r for r in recs if r["stage"] == "route" and (r["model"], r["condition"], r["judge"])
-                == (model, condition, judge)]
+        rows = [r for r in routed if (r["model"], condition_of(r), r["judge"]) == (model, condition, judge)]
         values = [float(r["value"]["retrieve"]) for r in rows if r["status"] == "ok"]
         out.append({"model": model, "condition": condition, "judge": judge,
                     **metric("ROUTE_retrieve_rate", values, len(rows) - len(values))})
@@ -138,7 +142,7 @@ def route_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def relative_to_base(rows: list[dict[str, Any]], base: str = "base",
-                     skip: tuple[str, ...] = ("NAR_fisher",)) -> list[dict[str, Any]]:
+                     skip: tuple[str, ...] = ("NAR_fisher", "NAR_Vq_size", "failures_")) -> list[dict[str, Any]]:
     """`<metric>[vs_base]` = (value - base value) / |base value| for every metric the base
     condition also has (same model and judge); skipped when the base value is 0 or not finite."""
     reference = {(r["model"], r["judge"], r["metric"]): r["value"] for r in rows if r["condition"] == base}

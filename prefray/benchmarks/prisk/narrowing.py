@@ -1,12 +1,25 @@
 """PRISK preference narrowing: does personalization shrink the set of options a user is offered?
 
-Each (persona, query) answer is sampled `samples` times (20, T=0.8). Personalized jobs also sample
-the query alone (`base_generate`, the base condition's exact requests) so a job is self-contained.
-An extractor call (role `extractor`, the judge unless set) lists each response's options; options
-are merged by `canonical_option`. A judge (`useful`, one call per (persona, query)) marks which of
-the options seen for that persona and query (its own samples plus the base samples) are useful to
-the persona: A(u,q). At metrics time V_q is the union of canonical options over every stored
-extraction of that model and extractor for q (all conditions, personas and base answers).
+One narrowing job runs the whole design for one model (condition `factorial`, whose config lists
+the inner conditions): for each inner condition c its answer stages (`route@c`, `reflect@c`,
+`generate@c`, `samples` answers per unit at T=0.8), then, once for all conditions:
+  extract  an extractor call (role `extractor`, the judge unless set) lists each answer's options
+  merge    one judge call per query groups the options of every answer of every condition and
+           persona by meaning: V_q (see narrowing_sets.py)
+  useful   one judge call per (persona, query) marks every V_q item useful or not: A(u, q) ⊆ V_q
+Merge and useful units are named `<item>#<digest>` and `<persona>--<item>#<digest>`, the digest of
+the query's option keys: a rerun that adds answers (a failed extraction finished) sends a new merge
+and new usefulness calls over the larger set, identical requests come from the response cache, and
+the metrics read the merge over the most keys with the usefulness rows of its digest.
+Because V_q and A(u, q) are judged once and read by every condition's metrics, CR and UIR are
+comparable across conditions, and UIR exists for base (a base answer is scored against A(u, q) of
+every persona of the run). The engine runs one job per benchmark × condition × model and a stage
+sees only its own job's rows, so this whole-design job is how the set-level step can see every
+condition's answers.
+
+Metrics per inner condition: NAR_CR = |C|/|V_q|, NAR_UIR = |C ∩ A|/|A|, NAR_RelCR = mean|C| /
+mean|C_base| per (persona, query), Fisher tests on useful-item exclusion per attribute split;
+NAR_Vq_size[item=q] and NAR_Vq_size (condition `factorial`).
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
 Run: python -m prefray.launch -m benchmark=prisk_narrowing condition=all model=local judge=local limit=1 benchmark.samples=2
@@ -15,183 +28,139 @@ Run: python -m prefray.launch -m benchmark=prisk_narrowing condition=all model=l
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
+from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
-from prefray.benchmarks.prisk.data import NarrowingItem
-from prefray.benchmarks.prisk.metrics import (Split, coverage_ratio, expected_units, fisher_split, metric,
-                                              model_conditions, relative_coverage, useful_inclusion_rate)
-from prefray.benchmarks.prisk.pipeline import Condition, base_builder, current_rows, params, render, render_profile
-from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, canonical_option, parse_options, parse_useful,
-                                              useful_schema)
+from prefray.benchmarks.prisk.data import Instance, NarrowingItem, load_instances
+from prefray.benchmarks.prisk.metrics import Split
+from prefray.benchmarks.prisk.pipeline import Condition, answer_stages, current_rows, params, render, render_profile
+from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, merge_schema, parse_merge, parse_options,
+                                              parse_useful, useful_schema)
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
 from prefray.engine.types import ChatRequest, WorkUnit
 
 
-def extract_prompt(query: str, response: str) -> str:
-    return render("extract", query=query, response=response)
+def inner_conditions(job: Job) -> list[Condition]:
+    inner = job.condition_settings.get("conditions")
+    if not inner:
+        return [Condition.of(job)]
+    return [Condition.from_settings(name, spec) for name, spec in inner.items()]
 
 
-def useful_prompt(profile_text: str, query: str, options: list[str]) -> str:
+def extract_prompt(query: str, response: str, settings: Any = None) -> str:
+    return render("extract", settings, query=query, response=response)
+
+
+def listing_prompt(name: str, options: list[str], settings: Any = None, **fields: Any) -> str:
     listing = "\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1))
-    return render("useful", profile=profile_text, query=query, options=listing, count=len(options))
+    return render(name, settings, options=listing, count=len(options), **fields)
+
+
+def _judge_request(ctx: StageContext, prompt: str, schema: dict[str, Any], entries: int = 0) -> ChatRequest:
+    judge_params = params(ctx.job, "judge_params")
+    if entries:  # one entry per listed option: a long list needs more room than the usual budget
+        judge_params["max_tokens"] = max(int(judge_params.get("max_tokens", 512)), 8 * entries + 200)
+    return ChatRequest(messages=({"role": "user", "content": prompt},), params=judge_params, json_schema=schema,
+                       seed=ctx.job.seed)
 
 
 def extract_units(ctx: StageContext) -> list[WorkUnit]:
     queries = {inst.item.item_id: inst.item.query for inst in ctx.instances}
     units = []
-    for stage in ("generate", "base_generate"):
-        for row in current_rows(ctx, stage):
-            request = ChatRequest(messages=({"role": "user", "content": extract_prompt(queries[row["item"]], row["text"])},),
-                                  params=params(ctx.job, "judge_params"), json_schema=OPTIONS_SCHEMA, seed=ctx.job.seed)
-            units.append(WorkUnit(row["instance_id"], request, item=row["item"], sample=row["sample"],
-                                  meta={"source": stage, "item_id": row["item"],
-                                        "profile_id": parsed_meta(row).get("profile_id", "")}))
+    for cond in inner_conditions(ctx.job):
+        for row in current_rows(ctx, f"generate@{cond.name}"):
+            prompt = extract_prompt(queries[row["item"]], row["text"], ctx.job.settings)
+            units.append(WorkUnit(f"{cond.name}/{row['instance_id']}", _judge_request(ctx, prompt, OPTIONS_SCHEMA),
+                                  item=row["item"], sample=row["sample"],
+                                  meta={"condition": cond.name, "answer_instance": row["instance_id"]}))
     return units
 
 
-def parsed_meta(row: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(row["meta_json"]) if row.get("meta_json") else {}
+def merge_units(ctx: StageContext) -> list[WorkUnit]:
+    extracted = current_rows_any(ctx, "extract")
+    queries = {inst.item.item_id: inst.item.query for inst in ctx.instances}
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(extracted, key=lambda r: (r["instance_id"], r["sample"])):
+        by_item.setdefault(r["item"], []).append(r)
+    units = []
+    for item in sorted(queries):
+        rows = by_item.get(item, [])
+        listing = sets.key_listing([parsed(r)["options"] for r in rows])
+        if not listing:
+            continue
+        keys = [k for k, _ in listing]
+        prompt = listing_prompt("merge", [w for _, w in listing], ctx.job.settings, query=queries[item])
+        digest = sets.digest(keys)
+        units.append(WorkUnit(f"{item}#{digest}", _judge_request(ctx, prompt, merge_schema(len(keys)), len(keys)),
+                              item=item, meta={"keys": keys, "wording": [w for _, w in listing], "digest": digest}))
+    return units
 
 
-def option_pool(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(canonical key, first raw wording) of every option in the rows, sorted by key."""
-    pool: dict[str, str] = {}
-    for row in sorted(rows, key=lambda r: (r["instance_id"], r["sample"])):
-        for option in parsed(row)["options"]:
-            pool.setdefault(canonical_option(option), option)
-    return sorted((k, v) for k, v in pool.items() if k)
+def latest_merges(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """item → the merge row over the most option keys: extractions are only ever added (a rerun
+    finishing a failed one), so the largest key set is the current V_q; older merges stay stored."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["instance_id"]):
+        size = len(json_meta(r)["keys"])
+        if r["item"] not in out or size > len(json_meta(out[r["item"]])["keys"]):
+            out[r["item"]] = r
+    return out
 
 
 def useful_units(ctx: StageContext) -> list[WorkUnit]:
-    extracted = current_rows(ctx, "extract")
+    items = {inst.item.item_id for inst in ctx.instances}
+    merged = latest_merges([r for r in ctx.ok_rows("merge") if r["item"] in items])
     units = []
     for inst in ctx.instances:
-        own = [r for r in extracted if r["instance_id"] in (inst.instance_id, inst.item.item_id)]
-        pool = option_pool(own)
-        if not pool or inst.profile is None:
+        row = merged.get(inst.item.item_id)
+        if inst.profile is None or row is None:
             continue
-        prompt = useful_prompt(render_profile(inst.profile), inst.item.query, [raw for _, raw in pool])
-        judge_params = params(ctx.job, "judge_params")
-        # one true/false per option: a long pool needs more room than the usual judge budget
-        judge_params["max_tokens"] = max(int(judge_params.get("max_tokens", 512)), 8 * len(pool) + 64)
-        request = ChatRequest(messages=({"role": "user", "content": prompt},), params=judge_params,
-                              json_schema=useful_schema(len(pool)), seed=ctx.job.seed)
-        meta = {"item_id": inst.item.item_id, "profile_id": inst.profile.profile_id,
-                "options": [key for key, _ in pool], "attributes": dict(inst.profile.attributes),
-                "extractor": own[0]["judge"]}
-        units.append(WorkUnit(inst.instance_id, request, item=inst.item.item_id, meta=meta))
+        meta = json_meta(row)
+        item_of = sets.merge_groups(meta["keys"], parsed(row)["same_as"])
+        listing = sets.item_listing(item_of, dict(zip(meta["keys"], meta["wording"])))
+        prompt = listing_prompt("useful", [w for _, w in listing], ctx.job.settings,
+                                profile=render_profile(inst.profile, ctx.job.settings), query=inst.item.query)
+        request = _judge_request(ctx, prompt, useful_schema(len(listing)), len(listing))
+        units.append(WorkUnit(f"{inst.instance_id}#{meta['digest']}", request, item=inst.item.item_id,
+                              meta={"items": [i for i, _ in listing], "profile_id": inst.profile.profile_id,
+                                    "attributes": dict(inst.profile.attributes), "digest": meta["digest"]}))
     return units
 
 
-def option_sets(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Extraction rows with their canonical option set (`options`: None when the call failed)."""
-    out = []
-    for r in recs:
-        if r["stage"] == "extract":
-            keys = {canonical_option(o) for o in r["value"]["options"]} - {""} if r["status"] == "ok" else None
-            out.append({**r, "options": keys})
-    return out
+def json_meta(row: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(row["meta_json"]) if row.get("meta_json") else {}
 
 
-def universes(extracted: list[dict[str, Any]]) -> dict[tuple[str, str, str], set[str]]:
-    """V_q per (model, extractor, item): union of every ok extraction's canonical options."""
-    v: dict[tuple[str, str, str], set[str]] = {}
-    for r in extracted:
-        if r["options"] is not None:
-            v.setdefault((r["model"], r["judge"], r["item"]), set()).update(r["options"])
-    return v
-
-
-def useful_sets(recs: list[dict[str, Any]], model: str, condition: str,
-                extractor: str) -> dict[str, dict[str, set[str] | None]]:
-    """judge -> instance -> A(u,q) over that extractor's options; None when the judge call failed
-    or returned a different number of flags than options listed."""
-    out: dict[str, dict[str, set[str] | None]] = {}
-    for r in recs:
-        if (r["stage"], r["model"], r["condition"]) == ("useful", model, condition) \
-                and r["meta"].get("extractor") == extractor:
-            flags = r["value"]["useful"] if r["status"] == "ok" else None
-            ok = flags is not None and len(flags) == len(r["meta"]["options"])
-            a = {k for k, f in zip(r["meta"]["options"], flags) if f} if ok else None
-            out.setdefault(r["judge"], {})[r["instance_id"]] = a
-    return out
-
-
-def narrowing_metrics(recs: list[dict[str, Any]], model: str, condition: str, splits: list[Split],
-                      v: dict[tuple[str, str, str], set[str]], extracted: list[dict[str, Any]]) -> list[dict]:
-    out = []
-    mine = [r for r in extracted if r["model"] == model and r["condition"] == condition]
-    owed = expected_units(recs, model, condition, lambda m: True)
-    for extractor in sorted({r["judge"] for r in mine}):
-        rows = [r for r in mine if r["judge"] == extractor]
-        personal = [r for r in rows if r["meta"]["source"] == "generate" and r["options"] is not None]
-        base_source = "base_generate" if any(r["meta"]["source"] == "base_generate" for r in rows) else "generate"
-        base_sizes: dict[str, list[int]] = {}
-        for r in rows:
-            if r["meta"]["source"] == base_source and r["options"] is not None:
-                base_sizes.setdefault(r["item"], []).append(len(r["options"]))
-        head = {"model": model, "condition": condition, "judge": extractor}
-        cr = [coverage_ratio(r["options"], v[(model, extractor, r["item"])]) for r in personal]
-        out.append({**head, **metric("NAR_CR", cr, max(0, owed - len(cr)))})
-        sizes: dict[str, list[int]] = {}
-        for r in personal:
-            sizes.setdefault(r["instance_id"], []).append(len(r["options"]))
-        items = {r["instance_id"]: r["item"] for r in personal}
-        rel = [relative_coverage(s, base_sizes.get(items[i], [])) for i, s in sorted(sizes.items())]
-        kept = [x for x in rel if x == x]
-        out.append({**head, **metric("NAR_RelCR", kept, len(rel) - len(kept))})
-        out += _useful_metrics(recs, model, condition, extractor, personal, splits, owed)
-    return out
-
-
-def _useful_metrics(recs: list[dict[str, Any]], model: str, condition: str, extractor: str,
-                    personal: list[dict[str, Any]], splits: list[Split], owed: int) -> list[dict]:
-    """NAR_UIR and the Fisher tests per useful-judge, over the answers' option sets `personal`."""
-    attributes = {r["instance_id"]: r["meta"]["attributes"] for r in recs
-                  if (r["stage"], r["model"], r["condition"]) == ("useful", model, condition)}
-    out = []
-    for judge, sets in sorted(useful_sets(recs, model, condition, extractor).items()):
-        uir, incidences, missing = [], [], 0
-        for r in personal:
-            if r["instance_id"] not in sets:
-                continue  # no options were seen for this pair: nothing to judge
-            a = sets[r["instance_id"]]
-            if a is None:
-                missing += 1
-            elif a:
-                uir.append(useful_inclusion_rate(r["options"], a))
-                incidences += [(attributes[r["instance_id"]], k not in r["options"]) for k in sorted(a)]
-        head = {"model": model, "condition": condition, "judge": judge}
-        out.append({**head, **metric("NAR_UIR", uir, max(0, owed - len(personal)) + missing)})
-        for split in splits:
-            result = fisher_split([(split.member(attrs), excluded) for attrs, excluded in incidences])
-            if result is not None:
-                odds, p, table = result
-                n = sum(map(sum, table))
-                out.append({**head, "metric": f"NAR_fisher_p[{split.name}]", "value": p, "n": n, "excluded": 0})
-                out.append({**head, "metric": f"NAR_fisher_or[{split.name}]", "value": odds, "n": n, "excluded": 0})
-    return out
+def current_rows_any(ctx: StageContext, stage: str) -> list[dict[str, Any]]:
+    """ok rows of a stage whose unit ids carry a condition prefix (`<condition>/<instance>`)."""
+    ids = {inst.instance_id for inst in ctx.instances} | {inst.item.item_id for inst in ctx.instances}
+    return [r for r in ctx.ok_rows(stage) if r["instance_id"].split("/", 1)[-1] in ids]
 
 
 class Narrowing(PriskBenchmark):
     kind = "narrowing"
 
+    def load(self, job: Job) -> Sequence[Instance]:
+        self.check(job)
+        data = job.settings.get("data") or {}
+        base = load_instances(self.kind, data.get("path"), job.limit, personalized=False)
+        return base + load_instances(self.kind, data.get("path"), job.limit, personalized=True)
+
     def item_meta(self, item: NarrowingItem) -> dict[str, Any]:  # type: ignore[override]
         return {}
 
-    def scoring_stages(self, job: Job) -> list[Stage]:
-        extract = Stage("extract", extract_units, role="extractor", parse=parse_options)
-        if not Condition.of(job).personalized:
-            return [extract]
-        return [Stage("base_generate", base_builder(self.item_meta)), extract,
-                Stage("useful", useful_units, role="judge", parse=parse_useful)]
+    def stages(self, job: Job) -> list[Stage]:
+        stages = []
+        for cond in inner_conditions(job):
+            stages += answer_stages(job, self.item_meta, cond, suffix=f"@{cond.name}")
+        return stages + [Stage("extract", extract_units, role="extractor", parse=parse_options),
+                         Stage("merge", merge_units, role="judge", parse=parse_merge),
+                         Stage("useful", useful_units, role="judge", parse=parse_useful)]
 
     def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+        from prefray.benchmarks.prisk.narrowing_metrics import narrowing_values
+
         splits = [Split.of(s) for s in settings.get("fisher_splits") or []]
-        extracted = option_sets(recs)
-        v = universes(extracted)
-        out = []
-        for model, condition in model_conditions(recs):
-            out += narrowing_metrics(recs, model, condition, splits, v, extracted)
-        return out
+        return narrowing_values(recs, splits)
+

@@ -1,9 +1,17 @@
-"""The stages every PRISK sub-benchmark shares: route → (reflect) → generate, plus base answers.
+"""The stages every PRISK sub-benchmark shares: route → (reflect) → generate.
 
 Conditions (conf/condition/*.yaml) switch four things: `profile` (render the 10-attribute profile),
 `retrieval` (add BM25 passages from the user's memory, after a routing call that may say no),
-`routing_query` (`query` or `profile_query`) and `reflection` (the model first writes notes on
-whether the profile and memories matter for this query, then answers with those notes).
+`routing_query` (`query` or `profile_query`: what the router and the retriever see) and
+`reflection` (the model first writes notes on whether the profile and memories matter for this
+query, then answers with those notes).
+
+Prompt order follows the paper (§3.2): the query comes first and the personal context is appended
+to it; under profile+retrieval the context is the retrieved passages, then the profile. Under
+`profile_query` routing the router sees the joint [profile; query], as the retriever does.
+
+Every prompt is read through `prefray.engine.prompts.read_prompt`, so `benchmark.prompts.<name>=PATH`
+replaces it for a run.
 """
 
 from __future__ import annotations
@@ -11,29 +19,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from prefray.benchmarks.prisk.data import Instance, Item, Profile
-from prefray.benchmarks.prisk.retrieval import Passage, retrieve, routing_query
+from prefray.benchmarks.prisk.retrieval import Passage, passages, retrieve, routing_query
 from prefray.benchmarks.prisk.scoring import ROUTE_SCHEMA, parse_route
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
+from prefray.engine.prompts import prompt_path
 from prefray.engine.types import ChatRequest, WorkUnit
 
 PROMPTS = Path(__file__).parent / "prompts"
 ItemMeta = Callable[[Item], dict[str, Any]]
+Settings = Mapping[str, Any] | None
 
 
 @lru_cache(maxsize=None)
-def template(name: str) -> str:
-    return (PROMPTS / f"{name}.txt").read_text(encoding="utf-8")
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
-def render(name: str, **fields: Any) -> str:
-    return template(name).format(**fields).strip()
+def template(name: str, settings: Settings = None) -> str:
+    return _read(prompt_path(PROMPTS, name, settings))
 
 
-def render_profile(profile: Profile) -> str:
-    return render("profile", **dict(profile.attributes))
+def render(name: str, settings: Settings = None, **fields: Any) -> str:
+    return template(name, settings).format(**fields).strip()
+
+
+def render_profile(profile: Profile, settings: Settings = None) -> str:
+    return render("profile", settings, **dict(profile.attributes))
 
 
 @dataclass(frozen=True)
@@ -49,10 +63,13 @@ class Condition:
         return self.profile or self.retrieval
 
     @classmethod
-    def of(cls, job: Job) -> "Condition":
-        s = job.condition_settings
-        return cls(str(s.get("name", job.condition)), bool(s.get("profile")), bool(s.get("retrieval")),
+    def from_settings(cls, name: str, s: Mapping[str, Any]) -> "Condition":
+        return cls(str(s.get("name", name)), bool(s.get("profile")), bool(s.get("retrieval")),
                    s.get("routing_query"), bool(s.get("reflection")))
+
+    @classmethod
+    def of(cls, job: Job) -> "Condition":
+        return cls.from_settings(job.condition, job.condition_settings)
 
 
 @dataclass(frozen=True)
@@ -62,14 +79,25 @@ class Context:
     profile_text: str = ""
     passages: tuple[Passage, ...] = ()
 
-    def block(self) -> str:
+    def block(self, settings: Settings = None) -> str:
+        """Passages, then profile (paper §3.2: c_pr = [M_k; p(u)])."""
         parts = []
-        if self.profile_text:
-            parts.append(template("section_profile").format(profile=self.profile_text))
         if self.passages:
             text = "\n\n".join(f"[{i}] {p.text}" for i, p in enumerate(self.passages, start=1))
-            parts.append(template("section_memory").format(passages=text))
+            parts.append(template("section_memory", settings).format(passages=text))
+        if self.profile_text:
+            parts.append(template("section_profile", settings).format(profile=self.profile_text))
         return "".join(parts)
+
+
+def shown_context(cond: Condition, profile: Profile | None, passage_ids: Sequence[str],
+                  settings: Settings = None) -> Context:
+    """The context a stored answer was given (profile if the condition shows it, passages by id)."""
+    if profile is None:
+        return Context()
+    memory = {p.passage_id: p for p in passages(profile)}
+    return Context(render_profile(profile, settings) if cond.profile else "",
+                   tuple(memory[i] for i in passage_ids) if cond.retrieval else ())
 
 
 def params(job: Job, key: str) -> dict[str, Any]:
@@ -83,17 +111,18 @@ def samples(job: Job) -> int:
     return int(job.settings.get("samples", 1))
 
 
-def routes(ctx: StageContext) -> dict[str, bool]:
+def routes(ctx: StageContext, stage: str = "route") -> dict[str, bool]:
     """Routing decisions by instance id; an instance whose routing failed is absent."""
-    return {r["instance_id"]: parsed(r)["retrieve"] for r in current_rows(ctx, "route")}
+    return {r["instance_id"]: parsed(r)["retrieve"] for r in current_rows(ctx, stage)}
 
 
-def context_of(job: Job, inst: Instance, decisions: dict[str, bool]) -> tuple[Context, bool | None]:
+def context_of(job: Job, inst: Instance, decisions: dict[str, bool],
+               cond: Condition | None = None) -> tuple[Context, bool | None]:
     """The instance's context and its routing decision (None = routing failed: retrieve anyway)."""
-    cond = Condition.of(job)
-    if inst.profile is None:
+    cond = cond or Condition.of(job)
+    if inst.profile is None or not cond.personalized:
         return Context(), None
-    profile_text = render_profile(inst.profile)
+    profile_text = render_profile(inst.profile, job.settings)
     shown = profile_text if cond.profile else ""
     if not cond.retrieval:
         return Context(shown), None
@@ -105,11 +134,19 @@ def context_of(job: Job, inst: Instance, decisions: dict[str, bool]) -> tuple[Co
     return Context(shown, tuple(retrieve(inst.profile, query, top_k))), decision
 
 
-def answer_prompt(context: Context, query: str, reflection: str | None = None) -> str:
-    block = context.block()
+def answer_prompt(context: Context, query: str, reflection: str | None = None, settings: Settings = None) -> str:
+    block = context.block(settings)
     if reflection is not None:
-        return render("answer_reflected", context=block, query=query, reflection=reflection)
-    return render("answer", context=block, query=query) if block else query
+        return render("answer_reflected", settings, context=block, query=query, reflection=reflection)
+    return render("answer", settings, context=block, query=query) if block else query
+
+
+def route_prompt(cond: Condition, inst: Instance, settings: Settings = None) -> str:
+    """The routing call: the query, or the joint [profile; query] under `profile_query` routing."""
+    about = ""
+    if cond.routing_query == "profile_query" and inst.profile is not None:
+        about = template("section_profile", settings).format(profile=render_profile(inst.profile, settings))
+    return render("route", settings, profile=about, query=inst.item.query)
 
 
 def _request(job: Job, prompt: str, sample: int) -> ChatRequest:
@@ -117,73 +154,85 @@ def _request(job: Job, prompt: str, sample: int) -> ChatRequest:
                        seed=job.seed + sample)
 
 
-def route_units(ctx: StageContext) -> list[WorkUnit]:
-    job = ctx.job
-    return [WorkUnit(inst.instance_id, ChatRequest(
-        messages=({"role": "user", "content": render("route", query=inst.item.query)},),
-        params=params(job, "routing"), json_schema=ROUTE_SCHEMA, seed=job.seed),
-        item=inst.item.item_id) for inst in ctx.instances]
+def _personal(ctx: StageContext) -> list[Instance]:
+    return [inst for inst in ctx.instances if inst.profile is not None]
 
 
-def _meta(item_meta: ItemMeta, inst: Instance, context: Context, decision: bool | None) -> dict[str, Any]:
-    return {**item_meta(inst.item), "item_id": inst.item.item_id, "route": decision,
+def route_builder(cond: Condition) -> Callable[[StageContext], list[WorkUnit]]:
+    def build(ctx: StageContext) -> list[WorkUnit]:
+        job = ctx.job
+        return [WorkUnit(inst.instance_id, ChatRequest(
+            messages=({"role": "user", "content": route_prompt(cond, inst, job.settings)},),
+            params=params(job, "routing"), json_schema=ROUTE_SCHEMA, seed=job.seed),
+            item=inst.item.item_id) for inst in _personal(ctx)]
+    return build
+
+
+def _meta(item_meta: ItemMeta, inst: Instance, context: Context, decision: bool | None,
+          cond: Condition) -> dict[str, Any]:
+    return {**item_meta(inst.item), "item_id": inst.item.item_id, "route": decision, "condition": cond.name,
             "profile_id": inst.profile.profile_id if inst.profile else "",
             "passages": [p.passage_id for p in context.passages]}
 
 
-def reflect_builder(item_meta: ItemMeta) -> Callable[[StageContext], list[WorkUnit]]:
+def reflect_builder(item_meta: ItemMeta, cond: Condition, suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
     def build(ctx: StageContext) -> list[WorkUnit]:
-        decisions, units = routes(ctx), []
-        for inst in ctx.instances:
-            context, decision = context_of(ctx.job, inst, decisions)
-            prompt = render("reflect", context=context.block(), query=inst.item.query)
-            meta = _meta(item_meta, inst, context, decision)
+        decisions, units = routes(ctx, f"route{suffix}"), []
+        for inst in _personal(ctx):
+            context, decision = context_of(ctx.job, inst, decisions, cond)
+            prompt = render("reflect", ctx.job.settings, context=context.block(ctx.job.settings), query=inst.item.query)
+            meta = _meta(item_meta, inst, context, decision, cond)
             units += [WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id, sample=s,
                                meta=meta) for s in range(samples(ctx.job))]
         return units
     return build
 
 
-def generate_builder(item_meta: ItemMeta) -> Callable[[StageContext], list[WorkUnit]]:
+def generate_builder(item_meta: ItemMeta, cond: Condition,
+                     suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
+    if not cond.personalized:
+        return base_builder(item_meta, cond=cond)
+
     def build(ctx: StageContext) -> list[WorkUnit]:
-        cond, decisions = Condition.of(ctx.job), routes(ctx)
-        notes = {(r["instance_id"], r["sample"]): r["text"] for r in current_rows(ctx, "reflect")}
+        settings, decisions = ctx.job.settings, routes(ctx, f"route{suffix}")
+        notes = {(r["instance_id"], r["sample"]): r["text"] for r in current_rows(ctx, f"reflect{suffix}")}
         units = []
-        for inst in ctx.instances:
-            context, decision = context_of(ctx.job, inst, decisions)
-            meta = _meta(item_meta, inst, context, decision)
+        for inst in _personal(ctx):
+            context, decision = context_of(ctx.job, inst, decisions, cond)
+            meta = _meta(item_meta, inst, context, decision, cond)
             for s in range(samples(ctx.job)):
                 if cond.reflection and (inst.instance_id, s) not in notes:
                     continue  # its reflection failed; counted as excluded from the reflect rows
-                prompt = answer_prompt(context, inst.item.query, notes.get((inst.instance_id, s)))
+                prompt = answer_prompt(context, inst.item.query, notes.get((inst.instance_id, s)), settings)
                 units.append(WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id,
                                       sample=s, meta=meta))
         return units
     return build
 
 
-def base_builder(item_meta: ItemMeta, sample_count: Callable[[Job], int] = samples
-                 ) -> Callable[[StageContext], list[WorkUnit]]:
-    """The query alone, once per distinct item (instance id = item id): the in-job base answers."""
+def base_builder(item_meta: ItemMeta, sample_count: Callable[[Job], int] = samples, seed_offset: int = 0,
+                 cond: Condition | None = None) -> Callable[[StageContext], list[WorkUnit]]:
+    """The query alone, once per distinct item (instance id = item id)."""
     def build(ctx: StageContext) -> list[WorkUnit]:
         items = {inst.item.item_id: inst.item for inst in ctx.instances}
-        return [WorkUnit(item_id, _request(ctx.job, item.query, s), item=item_id, sample=s,
+        name = cond.name if cond else "base"
+        return [WorkUnit(item_id, _request(ctx.job, item.query, s + seed_offset), item=item_id, sample=s,
                          meta={**item_meta(item), "item_id": item_id, "profile_id": "", "route": None,
-                               "passages": []})
+                               "passages": [], "condition": name})
                 for item_id, item in items.items() for s in range(sample_count(ctx.job))]
     return build
 
 
-def answer_stages(job: Job, item_meta: ItemMeta) -> list[Stage]:
-    """route (retrieval conditions) → reflect (reflection) → generate."""
-    cond = Condition.of(job)
+def answer_stages(job: Job, item_meta: ItemMeta, cond: Condition | None = None, suffix: str = "") -> list[Stage]:
+    """route (retrieval conditions) → reflect (reflection) → generate; stage names carry `suffix`."""
+    cond = cond or Condition.of(job)
     stages = []
     if cond.retrieval:
         role = str((job.settings.get("routing") or {}).get("role", "subject"))
-        stages.append(Stage("route", route_units, role=role, parse=parse_route))
+        stages.append(Stage(f"route{suffix}", route_builder(cond), role=role, parse=parse_route))
     if cond.reflection:
-        stages.append(Stage("reflect", reflect_builder(item_meta)))
-    stages.append(Stage("generate", generate_builder(item_meta)))
+        stages.append(Stage(f"reflect{suffix}", reflect_builder(item_meta, cond, suffix)))
+    stages.append(Stage(f"generate{suffix}", generate_builder(item_meta, cond, suffix)))
     return stages
 
 

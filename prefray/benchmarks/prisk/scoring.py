@@ -6,24 +6,44 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from prefray.benchmarks.prisk.extraction import extract_choice, extract_number, is_correct  # noqa: F401
 from prefray.engine.benchmark import ParseError
 
 ROUTE_SCHEMA = {"type": "object", "properties": {"retrieve": {"type": "boolean"}},
                 "required": ["retrieve"], "additionalProperties": False}
-SCORE_SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}},
-                "required": ["score"], "additionalProperties": False}
-OPTIONS_SCHEMA = {"type": "object", "properties": {"options": {"type": "array", "items": {"type": "string"}}},
-                  "required": ["options"], "additionalProperties": False}
-ATTRIBUTION_SCHEMA = {"type": "object", "properties": {"attributable": {"type": "boolean"}},
-                      "required": ["attributable"], "additionalProperties": False}
+RATIONALE = {"type": "string", "maxLength": 600}
+SCORE_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE,
+                                                 "score": {"type": "integer", "minimum": 1, "maximum": 5}},
+                "required": ["rationale", "score"], "additionalProperties": False}
+OPTIONS_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE,
+                                                   "options": {"type": "array", "items": {"type": "string"}}},
+                  "required": ["rationale", "options"], "additionalProperties": False}
+ATTRIBUTION_SCHEMA = {"type": "object", "properties": {"rationale": RATIONALE, "attributable": {"type": "boolean"}},
+                      "required": ["rationale", "attributable"], "additionalProperties": False}
 
 
 def useful_schema(count: int) -> dict[str, Any]:
     array = {"type": "array", "items": {"type": "boolean"}, "minItems": count, "maxItems": count}
-    return {"type": "object", "properties": {"useful": array}, "required": ["useful"], "additionalProperties": False}
+    return {"type": "object", "properties": {"rationale": RATIONALE, "useful": array},
+            "required": ["rationale", "useful"], "additionalProperties": False}
+
+
+def merge_schema(count: int) -> dict[str, Any]:
+    """One number per listed option: an option with the same meaning (its own number if none)."""
+    array = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": count},
+             "minItems": count, "maxItems": count}
+    return {"type": "object", "properties": {"rationale": RATIONALE, "same_as": array},
+            "required": ["rationale", "same_as"], "additionalProperties": False}
+
+
+def parse_merge(text: str) -> dict[str, list[int]]:
+    data = first_json(text)
+    links = data.get("same_as") if isinstance(data, dict) else data
+    if not isinstance(links, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in links):
+        raise ParseError(f"no list of option numbers in {text[:80]!r}")
+    return {"same_as": links}
 
 
 def first_json(text: str) -> Any:
@@ -94,78 +114,6 @@ def parse_useful(text: str) -> dict[str, list[bool]]:
 def normalise_score(score: int) -> float:
     """A 1-5 judge score on a 0-100 scale: (s - 1) / 4 * 100."""
     return (score - 1) / 4 * 100
-
-
-# ---------------------------------------------------------------- exact-match extraction
-
-_NUM = r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+"
-_NUMBER_MARKERS = (
-    rf"\\boxed\{{\s*({_NUM})",
-    rf"####\s*({_NUM})",
-    rf"answer\s*(?:is|:|=)?\s*(?:\*\*)?\s*({_NUM})",
-    rf"\*\*\s*({_NUM})",
-)
-
-
-def _to_decimal(text: str) -> Decimal | None:
-    cleaned = text.replace("$", "").replace(",", "").replace(" ", "")
-    try:
-        return Decimal(cleaned)
-    except InvalidOperation:
-        return None
-
-
-def extract_number(text: str) -> Decimal | None:
-    """The final numeric answer: an explicit marker (\\boxed{}, ####, "answer is", bold), else the
-    last number in the text; "$1,234.50" reads as 1234.50."""
-    for pattern in _NUMBER_MARKERS:
-        found = re.findall(pattern, text, flags=re.IGNORECASE)
-        if found:
-            return _to_decimal(found[-1])
-    numbers = re.findall(_NUM, text)
-    return _to_decimal(numbers[-1]) if numbers else None
-
-
-def _letter_patterns(letters: str) -> tuple[str, ...]:
-    upper, lower = f"[{letters}]", f"[{letters}{letters.lower()}]"
-    answer = r"(?i:answer)\s*(?i:is|:)?\s*(?:(?i:option)\s*)?"
-    return (
-        rf"{answer}\(({lower})\)",
-        rf"{answer}[\[*\s]*({upper})\b",
-        rf"\\boxed\{{\s*({lower})\s*\}}",
-        rf"\*\*\s*\(?({upper})\)?[.:)]?\s*\*\*",
-        rf"\(({upper})\)",
-        rf"(?:^|\n)\s*({upper})[.):](?:\s|$)",
-        rf"\b(?i:option)\s+({lower})\b",
-    )
-
-
-def extract_choice(text: str, choices: tuple[str, ...]) -> str | None:
-    """The chosen letter: "Answer: B", "(B)", "**B**", a line "B." or "B)", a lone "B", else the one
-    choice whose text appears in the answer (the last-mentioned one when several do). An explicit
-    "answer is" takes its first occurrence; other markers take their last."""
-    letters = "".join(chr(ord("A") + i) for i in range(len(choices)))
-    stripped = text.strip().strip("*.`'\" ")
-    if len(stripped) == 1 and stripped.upper() in letters:
-        return stripped.upper()
-    for number, pattern in enumerate(_letter_patterns(letters)):
-        found = re.findall(pattern, text)
-        if found:
-            return (found[0] if number < 2 else found[-1]).upper()
-    lowered = text.lower()
-    positions = []
-    for i, choice in enumerate(choices):
-        spots = [m.end() for m in re.finditer(rf"(?<!\w){re.escape(choice.lower())}(?!\w)", lowered)]
-        if spots:
-            positions.append((max(spots), -len(choice), letters[i]))
-    return max(positions)[2] if positions else None
-
-
-def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
-    if choices:
-        return extract_choice(text, choices) == gold
-    value, target = extract_number(text), _to_decimal(gold)
-    return value is not None and target is not None and value == target
 
 
 # ---------------------------------------------------------------- narrowing options

@@ -36,6 +36,20 @@ class TopConfig:
 
 
 @dataclass(frozen=True)
+class BatchConfig:
+    max_requests: int = key(integer(1), 10000, "a batch is submitted once it holds this many requests")
+    max_age_s: float = key(number(minimum=0), 2.0, "... or once its oldest request waited this long")
+    poll_s: float = key(number(above=0), 5.0, "first wait between status polls of a submitted batch")
+    poll_max_s: float = key(number(above=0), 60.0, "longest wait between status polls")
+
+
+def section(cls: type, doc: str) -> Any:
+    """A nested fixed section (checked key by key against `cls`)."""
+    return field(default_factory=dict, metadata={"rule": mapping(f"a mapping of {cls.__name__} keys"),
+                                                 "doc": doc, "section": cls})
+
+
+@dataclass(frozen=True)
 class RunConfig:
     dir: str | None = key(path().or_null("outputs/<timestamp>"), None,
                           "result root of the sweep: a directory (created if missing) this user can write")
@@ -49,6 +63,9 @@ class RunConfig:
                                 "response cache folder: a directory this user can write")
     estimate_output_ratio: float = key(number(above=0, maximum=1), 0.5,
                                        "estimates assume an answer uses this share of its max_tokens")
+    tier: str | None = key(choice("interactive", "batch").or_null("each model's own tier"), None,
+                           "tier of every model of the sweep")
+    batch: dict = section(BatchConfig, "batch tier submission and polling")
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,10 @@ class ModelConfig:
     max_output_tokens: int | None = key(integer(1).or_null("no cap"), None, "cap on any stage's max_tokens")
     serve: str | None = key(choice("embedded", "fakellm").or_null("a remote endpoint"), None,
                             "serve the endpoint locally")
+    reasoning_tokens: int = key(integer(0), 0, "output tokens spent reasoning before the visible answer")
+    tier: str = key(choice("interactive", "batch"), "interactive", "one HTTP call each, or the batch API")
+    batch_discount: float | None = key(number(minimum=0, maximum=1).or_null("no batch API"), None,
+                                       "share of the price saved at the batch tier")
 
 
 # Bounds for well-known names, wherever they appear (model params, benchmark stage params, ...).

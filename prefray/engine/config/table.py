@@ -34,11 +34,17 @@ def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
             continue
         done.add(cls)
         name = "{model,judge}" if section == "model" else section
-        for f in dataclasses.fields(cls):
-            default = _default(f)
-            shown = "{}" if default == {} else "required" if default == "" else render(default)
-            yield (f"{name}.{f.name}", rule_of(f).describe(), shown,
-                   f.metadata["doc"])
+        yield from _fields(name, cls)
+
+
+def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
+    for f in dataclasses.fields(cls):
+        if "section" in f.metadata:
+            yield from _fields(f"{prefix}.{f.name}", f.metadata["section"])
+            continue
+        default = _default(f)
+        shown = "{}" if default == {} else "required" if default == "" else render(default)
+        yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
 
 
 def option_rows(conf: Path, group: str) -> Iterator[tuple[str, str, str, str]]:

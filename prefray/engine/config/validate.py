@@ -46,6 +46,9 @@ def check_dataclass(prefix: str, values: Any, cls: type, out: list[str]) -> None
             out.append(unknown(f"{prefix}.{name}", value, list(fields)))
             continue
         check_value(f"{prefix}.{name}", value, rule_of(fields[name]), out)
+        nested = fields[name].metadata.get("section")
+        if nested is not None and isinstance(value, dict):
+            check_dataclass(f"{prefix}.{name}", value, nested, out)
         if name == "params" and isinstance(value, dict):
             check_open(f"{prefix}.params", value, out)
 

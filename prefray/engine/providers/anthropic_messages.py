@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import anthropic
 
 from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.providers.schema_subset import anthropic_schema
+from prefray.engine.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 # Sampling parameters the SDK's `create` does not take as arguments go in the request body.
@@ -43,7 +46,7 @@ class AnthropicMessages:
         if request.seed is not None:
             extra.setdefault("seed", request.seed)
         if request.json_schema is not None:
-            body["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+            body["output_config"] = {"format": {"type": "json_schema", "schema": anthropic_schema(request.json_schema)}}
         body.update(params)
         if extra:
             body["extra_body"] = extra
@@ -54,11 +57,14 @@ class AnthropicMessages:
 
     async def complete(self, request: ChatRequest) -> ProviderReply:
         async with sdk_errors(anthropic):
-            message = await self.client.messages.create(**self._body(request))
-        return _reply(message)
+            raw = await self.client.messages.with_raw_response.create(**self._body(request))
+            message = raw.parse()
+            if inspect.isawaitable(message):  # the async raw response parses asynchronously in some SDKs
+                message = await message
+        return _reply(message, rate_headers_subset(raw.headers))
 
 
-def _reply(message: Any) -> ProviderReply:
+def _reply(message: Any, rate_headers: dict[str, str]) -> ProviderReply:
     try:
         text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         usage = message.usage
@@ -67,6 +73,8 @@ def _reply(message: Any) -> ProviderReply:
             model_version=message.model or "",
             input_tokens=int(usage.input_tokens or 0) + int(getattr(usage, "cache_read_input_tokens", 0) or 0),
             output_tokens=int(usage.output_tokens or 0),
+            finish_reason=str(message.stop_reason or ""),
+            rate_headers=rate_headers,
         )
     except (AttributeError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without content: {exc}", retryable=True) from None

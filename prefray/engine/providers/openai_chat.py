@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import openai
 
 from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 
@@ -48,19 +50,28 @@ class OpenAIChat:
 
     async def complete(self, request: ChatRequest) -> ProviderReply:
         async with sdk_errors(openai):
-            completion = await self.client.chat.completions.create(**self._body(request))
-        return _reply(completion)
+            raw = await self.client.chat.completions.with_raw_response.create(**self._body(request))
+            completion = raw.parse()
+            if inspect.isawaitable(completion):  # the async raw response parses asynchronously in some SDKs
+                completion = await completion
+        return _reply(completion, rate_headers_subset(raw.headers))
 
 
-def _reply(completion: Any) -> ProviderReply:
+def _reply(completion: Any, rate_headers: dict[str, str]) -> ProviderReply:
     try:
-        text = completion.choices[0].message.content or ""
+        choice = completion.choices[0]
+        text = choice.message.content or ""
+        finish = choice.finish_reason or ""
+        if getattr(choice.message, "refusal", None):
+            finish = "refusal"  # the provider refused: an answer of the model's, scored as given
         usage = completion.usage
         return ProviderReply(
             text=text,
             model_version=completion.model or "",
             input_tokens=int(usage.prompt_tokens) if usage else 0,
             output_tokens=int(usage.completion_tokens) if usage else 0,
+            finish_reason=str(finish),
+            rate_headers=rate_headers,
         )
     except (AttributeError, IndexError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None

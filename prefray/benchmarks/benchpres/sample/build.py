@@ -21,13 +21,13 @@ from pathlib import Path
 import yaml
 
 from prefray.benchmarks.benchpres.render import (
-    EVERY, TASK_TEMPLATE_PATH, context_key, interleave, render_memory, render_prompt,
+    DEFAULT_LAYOUT, EVERY, bio_statements, context_key, interleave, render_memory, render_prompt, task_template,
 )
+from prefray.benchmarks.benchpres.scoring import nickname_of
 
 HERE = Path(__file__).resolve().parent
 PROFILES_PATH = HERE / "profiles.yaml"
 CONTEXTS_PATH = HERE / "contexts.csv"
-TEMPLATE_PATH = TASK_TEMPLATE_PATH
 OUT_PATH = HERE / "benchpres_sample.jsonl"
 
 CATEGORIES = ["role", "style", "tone", "markers", "nickname"]
@@ -61,11 +61,8 @@ def validate_profile(profile: dict, contexts: list[dict]) -> None:
         if not isinstance(p.get("statement"), str) or not p["statement"].strip():
             raise BuildError(f"profile {name!r}: empty {p['category']} statement")
     nick = prefs[CATEGORIES.index("nickname")]["statement"]
-    if nick.count("'") != 2:
-        raise BuildError(
-            f"profile {name!r}: nickname statement must contain the nickname in "
-            f"single quotes and no other apostrophes: {nick!r}"
-        )
+    if not nickname_of(nick):
+        raise BuildError(f"profile {name!r}: nickname statement names no nickname (quote it): {nick!r}")
     if len(profile["memories"]) < EVERY * len(CATEGORIES):
         raise BuildError(
             f"profile {name!r}: need at least {EVERY * len(CATEGORIES)} memories "
@@ -90,14 +87,24 @@ def validate_profile(profile: dict, contexts: list[dict]) -> None:
         raise BuildError(f"profile {name!r}: labels for contexts not in contexts.csv: {unknown}")
 
 
-def build_rows(profiles: list[dict], contexts: list[dict], template: str) -> list[dict]:
+def memory_lines(bio: dict, memories: list[str], preferences: list[str], layout: str) -> list[str]:
+    """The sample's memory lines. knowledge layout: the bio as first-person statements is the start
+    of the memory list and the preferences are interleaved over all of it (as in a CIMemories
+    profile, whose bio is among its statements); tagged layout: bio sentences, then the memories
+    with the preferences interleaved."""
+    if layout == "tagged":
+        return bio_statements(bio, layout) + interleave(memories, preferences)
+    return interleave(bio_statements(bio, layout) + memories, preferences)
+
+
+def build_rows(profiles: list[dict], contexts: list[dict], template: str, layout: str = DEFAULT_LAYOUT) -> list[dict]:
     rows = []
     for profile in profiles:
         validate_profile(profile, contexts)
         statements = [p["statement"] for p in profile["preferences"]]
         categories = [p["category"] for p in profile["preferences"]]
         bio = {"name": profile["name"], **profile["bio"]}
-        memory = render_memory(bio, interleave(profile["memories"], statements))
+        memory = render_memory(memory_lines(bio, profile["memories"], statements, layout))
         for ctx in contexts:
             key = context_key(ctx["recipient"], ctx["task"])
             rows.append(
@@ -115,12 +122,15 @@ def build_rows(profiles: list[dict], contexts: list[dict], template: str) -> lis
     return rows
 
 
-def build(out_path: Path = OUT_PATH) -> list[dict]:
+def sample_rows(layout: str = DEFAULT_LAYOUT, settings: dict | None = None) -> list[dict]:
+    """The sample's hub-schema rows rendered in `layout` (task prompt through `benchmark.prompts`)."""
     with open(PROFILES_PATH, encoding="utf-8") as f:
         profiles = yaml.safe_load(f)["profiles"]
-    contexts = load_contexts()
-    template = TEMPLATE_PATH.read_text(encoding="utf-8")
-    rows = build_rows(profiles, contexts, template)
+    return build_rows(profiles, load_contexts(), task_template(layout, settings), layout)
+
+
+def build(out_path: Path = OUT_PATH) -> list[dict]:
+    rows = sample_rows()
     with open(out_path, "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")

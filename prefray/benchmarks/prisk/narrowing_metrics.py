@@ -1,0 +1,136 @@
+"""PRISK narrowing metrics over the stored rows of the whole-design job (see narrowing.py).
+
+Denominators: an answer is owed per stored `generate@c` row (ok or not) and per failed
+reflection. A model failure (context overflow) is an answer offering nothing (C = ∅, scored). An
+answer whose extraction or whose query's merge failed, or with an option the current merge never
+saw, is excluded (counted); a
+(persona, query) whose usefulness judgement failed or returned the wrong number of flags excludes
+its answers from UIR (counted). Base answers are scored for UIR against A(u, q) of every persona
+of the query, one value per (persona, base sample).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefray.benchmarks.prisk import narrowing_sets as sets
+from prefray.benchmarks.prisk.metrics import Split, fisher_split, metric
+from prefray.engine.failures import is_model_failure
+
+
+def _latest(recs: list[dict[str, Any]], model: str) -> dict[str, dict[str, Any]]:
+    """item → its merge row over the most option keys (see narrowing.latest_merges)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted((r for r in recs if r["stage"] == "merge" and r["model"] == model), key=lambda r: r["instance_id"]):
+        if r["item"] not in out or len(r["meta"]["keys"]) > len(out[r["item"]]["meta"]["keys"]):
+            out[r["item"]] = r
+    return out
+
+
+def _merges(latest: dict[str, dict[str, Any]]) -> dict[str, dict[str, str] | None]:
+    """item → key → V_q item, None when the merge call failed."""
+    return {item: sets.merge_groups(r["meta"]["keys"], r["value"]["same_as"]) if r["status"] == "ok" else None
+            for item, r in latest.items()}
+
+
+def _useful(recs: list[dict[str, Any]], model: str,
+            latest: dict[str, dict[str, Any]]) -> dict[tuple[str, str], tuple[set[str] | None, dict]]:
+    """(persona, item) → (A(u, q) or None, persona attributes), from the judgements over the current V_q."""
+    digests = {item: r["meta"].get("digest") for item, r in latest.items()}
+    out = {}
+    for r in recs:
+        if r["stage"] == "useful" and r["model"] == model and r["meta"].get("digest") == digests.get(r["item"]):
+            a = sets.useful_items(r["meta"]["items"], r["value"]["useful"]) if r["status"] == "ok" else None
+            out[(r["meta"]["profile_id"], r["item"])] = (a, r["meta"]["attributes"])
+    return out
+
+
+def _answers(recs: list[dict[str, Any]], model: str, merges: dict) -> dict[str, list[dict[str, Any]]]:
+    """condition → answers {persona, item, sample, C (None = excluded)}, one per owed answer."""
+    extracted = {(r["meta"]["condition"], r["meta"]["answer_instance"], r["sample"]): r for r in recs
+                 if r["stage"] == "extract" and r["model"] == model}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        if r["model"] != model or not r["stage"].startswith(("generate@", "reflect@")):
+            continue
+        condition = r["stage"].split("@", 1)[1]
+        if r["stage"].startswith("reflect@") and r["status"] == "ok":
+            continue  # an ok reflection is owed through its generate row
+        e = extracted.get((condition, r["instance_id"], r["sample"]))
+        item_of = merges.get(r["item"])
+        if r["status"] != "ok" and is_model_failure(r):
+            c: set[str] | None = set()  # the model's own failure (context overflow): an answer offering nothing
+        else:
+            c = sets.items_of(e["value"]["options"], item_of) if e and e["status"] == "ok" and item_of else None
+        persona = r["meta"].get("profile_id", "")
+        out.setdefault(condition, []).append({"persona": persona, "item": r["item"], "sample": r["sample"], "C": c})
+    return out
+
+
+def narrowing_values(recs: list[dict[str, Any]], splits: list[Split]) -> list[dict[str, Any]]:
+    out = []
+    for model in sorted({r["model"] for r in recs}):
+        latest = _latest(recs, model)
+        merges = _merges(latest)
+        out += _universe_rows(model, merges)
+        answers = _answers(recs, model, merges)
+        useful = _useful(recs, model, latest)
+        base = answers.get("base", [])
+        for condition, rows in sorted(answers.items()):
+            out += condition_rows(model, condition, rows, base, merges, useful, splits)
+    return out
+
+
+def _universe_rows(model: str, merges: dict) -> list[dict[str, Any]]:
+    head = {"model": model, "condition": "factorial", "judge": ""}
+    sizes = {item: len(sets.universe(m)) for item, m in sorted(merges.items()) if m is not None}
+    rows = [{**head, "metric": f"NAR_Vq_size[item={item}]", "value": float(n), "n": 1, "excluded": 0}
+            for item, n in sizes.items()]
+    failed = sum(1 for m in merges.values() if m is None)
+    return rows + [{**head, **metric("NAR_Vq_size", [float(n) for n in sizes.values()], failed)}]
+
+
+def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict], merges: dict,
+                   useful: dict, splits: list[Split]) -> list[dict[str, Any]]:
+    head = {"model": model, "condition": condition, "judge": ""}
+    scored = [r for r in rows if r["C"] is not None]
+    cr = [sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
+    out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored))}]
+    out.append({**head, **_relcr(scored, base)})
+    uir, incidences, missing = [], [], 0
+    personas_of: dict[str, list[str]] = {}
+    for persona, item in sorted(useful):
+        personas_of.setdefault(item, []).append(persona)
+    for r in scored:
+        personas = [r["persona"]] if r["persona"] else personas_of.get(r["item"], [])
+        for persona in personas:
+            a, attributes = useful.get((persona, r["item"]), (None, {}))
+            if a is None:
+                missing += 1
+            elif a:
+                uir.append(sets.useful_recall(r["C"], a))
+                if r["persona"]:
+                    incidences += [(attributes, item not in r["C"]) for item in sorted(a)]
+    out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing)})
+    for split in splits:
+        result = fisher_split([(split.member(attrs), excluded) for attrs, excluded in incidences])
+        if result is not None:
+            odds, p, table = result
+            n = sum(map(sum, table))
+            out.append({**head, "metric": f"NAR_fisher_p[{split.name}]", "value": p, "n": n, "excluded": 0})
+            out.append({**head, "metric": f"NAR_fisher_or[{split.name}]", "value": odds, "n": n, "excluded": 0})
+    return out
+
+
+def _relcr(scored: list[dict], base: list[dict]) -> dict[str, Any]:
+    """mean|C| / mean|C_base| per (persona, query) (per query for base answers), then averaged."""
+    base_sizes: dict[str, list[int]] = {}
+    for r in base:
+        if r["C"] is not None:
+            base_sizes.setdefault(r["item"], []).append(len(r["C"]))
+    groups: dict[tuple[str, str], list[int]] = {}
+    for r in scored:
+        groups.setdefault((r["persona"], r["item"]), []).append(len(r["C"]))
+    ratios = [sets.relative_coverage(sizes, base_sizes.get(item, [])) for (_, item), sizes in sorted(groups.items())]
+    kept = [x for x in ratios if x == x]
+    return metric("NAR_RelCR", kept, len(ratios) - len(kept))

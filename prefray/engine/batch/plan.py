@@ -1,0 +1,62 @@
+"""The plan's view of tiers: what each model's calls cost in both tiers, and when they are answered.
+
+Interactive: the lower bound the model's rate limits set (the estimate's min_minutes). Batch: the
+provider's completion window (24 h at most; often far less), independent of rate limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from prefray.engine.batch.tier import COMPLETION_WINDOW_H, tier_cost
+
+
+@dataclass
+class TierLine:
+    model: str
+    tier: str
+    calls: int
+    interactive_usd: float
+    batch_usd: float | None      # None: the model's endpoint has no batch API
+    expected_latency: str
+
+
+def tier_lines(rows: Any, jobs: Sequence[Any]) -> list[TierLine]:
+    """One line per model (provider and model id) from the estimate's simulated rows."""
+    from prefray.engine.estimate import min_minutes
+
+    specs = {(s.provider, s.model_id): s for j in jobs for s in (j.model, *j.roles.values())}
+    totals: dict[tuple[str, str], list[int]] = {}
+    for row in rows.select(["provider", "model_id", "cached", "input_tokens", "output_tokens"]).to_pylist():
+        if not row["cached"]:
+            total = totals.setdefault((row["provider"], row["model_id"]), [0, 0, 0])
+            total[0] += 1
+            total[1] += row["input_tokens"]
+            total[2] += row["output_tokens"]
+    out = []
+    for ident, (calls, tokens_in, tokens_out) in sorted(totals.items()):
+        spec = specs[ident]
+        latency = (f"<= {COMPLETION_WINDOW_H:.0f} h (batch window)" if spec.tier == "batch"
+                   else f">= {min_minutes(spec, calls, tokens_in):.1f} min (rate limits)")
+        batch = None if spec.batch_discount is None else tier_cost(spec, tokens_in, tokens_out, "batch")
+        out.append(TierLine(f"{spec.name} ({spec.model_id})", spec.tier, calls,
+                            tier_cost(spec, tokens_in, tokens_out, "interactive"), batch, latency))
+    return out
+
+
+def print_tiers(rows: Any, jobs: Sequence[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="cost by tier (estimated; the model's tier is the one a launch uses)")
+    for column in ("model", "tier", "calls", "interactive_usd", "batch_usd", "expected_latency"):
+        table.add_column(column)
+    lines = tier_lines(rows, jobs)
+    for row in lines:
+        batch = "no batch API" if row.batch_usd is None else f"{row.batch_usd:.4f}"
+        table.add_row(row.model, row.tier, str(row.calls), f"{row.interactive_usd:.4f}", batch, row.expected_latency)
+    console = Console()
+    console.print(table)
+    chosen = sum(r.batch_usd if r.tier == "batch" and r.batch_usd is not None else r.interactive_usd for r in lines)
+    console.print(f"in the configured tiers: ~{chosen:.4f} USD")

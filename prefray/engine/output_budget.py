@@ -1,0 +1,53 @@
+"""How many output tokens a request may use: one rule for every benchmark, model and stage.
+
+- A stage says how long a *visible* answer it needs (`max_tokens` in its params).
+- A model config says how much it needs *on top* for reasoning (`reasoning_tokens`, 0 for models
+  that do not think before answering) and may declare its own output length in its params
+  (`max_tokens` or `max_completion_tokens`).
+- The request carries the larger of what the model declares and stage + reasoning, capped by the
+  model's own `max_output_tokens` when it has one, under the parameter name the model declares.
+
+So a reasoning model is never sent less than it declares (gpt-5.2 at high effort keeps its 16,384),
+and a judge stage's short answer cannot starve a thinking judge. The budget reservation, the plan
+and the request all use this number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from prefray.engine.types import ChatRequest, ModelSpec
+
+BUDGET_KEYS = ("max_completion_tokens", "max_tokens")
+
+
+def _declared(params: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    for key in BUDGET_KEYS:
+        if params.get(key) is not None:
+            return key, int(params[key])
+    return None, None
+
+
+def output_budget(spec: ModelSpec, stage_params: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(parameter name, tokens) the request carries, or None when neither stage nor model sets one."""
+    model_key, model_tokens = _declared(spec.params)
+    _, answer_tokens = _declared(stage_params)
+    if model_tokens is None and answer_tokens is None:
+        return None
+    needed = answer_tokens + spec.reasoning_tokens if answer_tokens is not None else 0
+    tokens = max(model_tokens or 0, needed)
+    if spec.max_output_tokens is not None:
+        tokens = min(tokens, spec.max_output_tokens)
+    return model_key or "max_tokens", tokens
+
+
+def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
+    """The model's default params overlaid by the stage's own, with the output budget of the rule."""
+    params = {**spec.params, **request.params}
+    budget = output_budget(spec, request.params)
+    for key in BUDGET_KEYS:
+        params.pop(key, None)
+    if budget is not None:
+        params[budget[0]] = budget[1]
+    return replace(request, params=params)

@@ -1,0 +1,87 @@
+"""What was sent: every distinct request of a run, stored once, linked from rows by `request_hash`.
+
+Layout: RUN_DIR/requests/requests-<digest>.parquet, written atomically like shards. A request's hash
+covers everything that was sent except the sample's seed (the seed is on the row), so the 20
+samples of one prompt share one stored copy. Read the folder with `read_requests`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from prefray.engine.types import ChatRequest
+
+REQUEST_SCHEMA = pa.schema([
+    ("request_hash", pa.string()),
+    ("model_id", pa.string()),
+    ("system", pa.string()),
+    ("messages_json", pa.string()),
+    ("params_json", pa.string()),
+    ("json_schema_json", pa.string()),
+])
+
+
+def requests_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "requests"
+
+
+def request_row(model_id: str, request: ChatRequest) -> dict[str, str | None]:
+    return {
+        "request_hash": request.prompt_hash(model_id),
+        "model_id": model_id,
+        "system": request.system,
+        "messages_json": json.dumps(list(request.messages), ensure_ascii=False),
+        "params_json": json.dumps(request.params, sort_keys=True, ensure_ascii=False),
+        "json_schema_json": None if request.json_schema is None else json.dumps(request.json_schema, sort_keys=True),
+    }
+
+
+def read_requests(run_dir: Path, hashes: Iterable[str] | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Stored requests (optionally only these hashes, only these columns)."""
+    folder = requests_dir(run_dir)
+    files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.is_dir() else []
+    if not files:
+        return REQUEST_SCHEMA.empty_table().select(columns or REQUEST_SCHEMA.names)
+    dataset = ds.dataset(files, format="parquet", schema=REQUEST_SCHEMA)
+    expr = None if hashes is None else ds.field("request_hash").isin(list(hashes))
+    return dataset.to_table(filter=expr, columns=columns)
+
+
+class RequestStore:
+    """Writes each distinct request of a run once (the driver keeps the hashes it has seen)."""
+
+    def __init__(self, run_dir: Path):
+        self.folder = requests_dir(run_dir)
+        self.run_dir = Path(run_dir)
+        self._known: set[str] | None = None
+
+    def _seen(self) -> set[str]:
+        if self._known is None:
+            self._known = set(read_requests(self.run_dir, columns=["request_hash"])["request_hash"].to_pylist())
+        return self._known
+
+    def add(self, model_id: str, requests: Iterable[ChatRequest]) -> None:
+        seen = self._seen()
+        rows = {}
+        for request in requests:
+            row = request_row(model_id, request)
+            if row["request_hash"] not in seen:
+                rows[row["request_hash"]] = row
+        if not rows:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pylist(list(rows.values()), schema=REQUEST_SCHEMA)
+        digest = hashlib.sha1("".join(sorted(rows)).encode()).hexdigest()[:16]
+        final = self.folder / f"requests-{digest}.parquet"
+        temp = self.folder / f".{final.name}.{os.getpid()}.tmp"
+        pq.write_table(table, temp)
+        os.replace(temp, final)
+        seen.update(rows)

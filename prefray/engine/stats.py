@@ -1,0 +1,250 @@
+"""Bootstrap confidence intervals over a benchmark's independent unit (its cluster).
+
+A benchmark's units are not independent: the answers about one profile (BenchPreS), one persona
+(CUPID) or one persona–query pair (PRISK) share their context. The intervals here resample whole
+clusters: a resample draws clusters with replacement and the statistic is the mean over every unit
+of the drawn clusters (Σ cluster sums ÷ Σ cluster sizes), i.e. the metric recomputed on a resampled
+dataset. scipy.stats.bootstrap does the resampling (paired over the per-cluster sums and sizes, so a
+cluster's sum and size are drawn together), seeded; the default is the percentile interval.
+
+Paired differences (A − B on the same clusters, e.g. defense − default, judge A − judge B) draw the
+same clusters for both sides, so what the clusters share cancels out of the interval.
+
+Input is a per-unit scores table (UNIT_SCORE_SCHEMA): one row per scored unit with its cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
+
+GROUP_KEYS = ("benchmark", "model", "condition", "judge", "metric")
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    confidence: float = 0.95
+    n_resamples: int = 2000
+    seed: int = 0
+    method: str = "percentile"  # or "BCa", "basic" (scipy.stats.bootstrap's methods)
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    clusters: int
+    units: int
+
+
+def cluster_totals(values: Sequence[float], clusters: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Per cluster (in first-seen order): its id, the sum of its values and its number of units."""
+    index: dict[Any, int] = {}
+    sums: list[float] = []
+    sizes: list[int] = []
+    for value, cluster in zip(values, clusters):
+        if cluster not in index:
+            index[cluster] = len(sums)
+            sums.append(0.0)
+            sizes.append(0)
+        sums[index[cluster]] += float(value)
+        sizes[index[cluster]] += 1
+    return list(index), np.asarray(sums, dtype=float), np.asarray(sizes, dtype=float)
+
+
+def _ratio(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(sums, axis=axis) / np.sum(sizes, axis=axis)
+
+
+def _bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSettings) -> tuple[float, float]:
+    from scipy import stats  # imported here: benchmarks import this module for Comparison alone
+    result = stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=settings.n_resamples,
+                             confidence_level=settings.confidence, method=settings.method,
+                             rng=np.random.default_rng(settings.seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def cluster_mean_ci(values: Sequence[float], clusters: Sequence[Any],
+                    settings: BootstrapSettings = BootstrapSettings()) -> Interval:
+    """The mean over units and its cluster-bootstrap interval (NaN bounds with fewer than 2 clusters)."""
+    _, sums, sizes = cluster_totals(values, clusters)
+    units = int(sizes.sum())
+    if units == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, 0)
+    estimate = float(sums.sum() / sizes.sum())
+    if len(sums) < 2:
+        return Interval(estimate, math.nan, math.nan, len(sums), units)
+    if np.allclose(sums / sizes, estimate):
+        return Interval(estimate, estimate, estimate, len(sums), units)  # every resample gives the same mean
+    low, high = _bootstrap((sums, sizes), _ratio, settings)
+    return Interval(estimate, low, high, len(sums), units)
+
+
+def paired_delta_ci(a_values: Sequence[float], a_clusters: Sequence[Any], b_values: Sequence[float],
+                    b_clusters: Sequence[Any], settings: BootstrapSettings = BootstrapSettings()) -> Interval:
+    """mean(A) − mean(B) over the clusters both sides have, with a paired cluster-bootstrap interval."""
+    a_ids, a_sums, a_sizes = cluster_totals(a_values, a_clusters)
+    b_ids, b_sums, b_sizes = cluster_totals(b_values, b_clusters)
+    b_pos = {c: i for i, c in enumerate(b_ids)}
+    shared = [(i, b_pos[c]) for i, c in enumerate(a_ids) if c in b_pos]
+    if not shared:
+        return Interval(math.nan, math.nan, math.nan, 0, 0)
+    ia, ib = (np.asarray(side) for side in zip(*shared))
+    data = (a_sums[ia], a_sizes[ia], b_sums[ib], b_sizes[ib])
+    estimate = float(_ratio(data[0], data[1]) - _ratio(data[2], data[3]))
+    units = int(data[1].sum() + data[3].sum())
+    if len(shared) < 2:
+        return Interval(estimate, math.nan, math.nan, len(shared), units)
+    per_cluster = data[0] / data[1] - data[2] / data[3]
+    if np.allclose(per_cluster, estimate) and np.allclose(data[1], data[1][0]) and np.allclose(data[3], data[3][0]):
+        return Interval(estimate, estimate, estimate, len(shared), units)
+
+    def delta(sa, na, sb, nb, axis=-1):
+        return _ratio(sa, na, axis) - _ratio(sb, nb, axis)
+
+    low, high = _bootstrap(data, delta, settings)
+    return Interval(estimate, low, high, len(shared), units)
+
+
+def _groups(scores: pa.Table, keys: Iterable[str]) -> dict[tuple, tuple[list[float], list[Any]]]:
+    keys = list(keys)
+    columns = {k: scores[k].to_pylist() for k in [*keys, "value", "cluster"]}
+    groups: dict[tuple, tuple[list[float], list[Any]]] = {}
+    for i, value in enumerate(columns["value"]):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue  # a unit without a score is not a zero; the benchmark counts it as excluded
+        key = tuple(columns[k][i] for k in keys)
+        values, clusters = groups.setdefault(key, ([], []))
+        values.append(value)
+        clusters.append(columns["cluster"][i])
+    return groups
+
+
+def mean_intervals(scores: pa.Table, settings: BootstrapSettings = BootstrapSettings()) -> pa.Table:
+    """Per benchmark × model × condition × judge × metric: value (mean), n, clusters, ci_low, ci_high."""
+    out = []
+    for key, (values, clusters) in sorted(_groups(scores, GROUP_KEYS).items()):
+        interval = cluster_mean_ci(values, clusters, settings)
+        out.append({**dict(zip(GROUP_KEYS, key)), "value": interval.estimate, "n": interval.units,
+                    "clusters": interval.clusters, "ci_low": interval.low, "ci_high": interval.high})
+    return pa.Table.from_pylist(out, schema=INTERVAL_SCHEMA)
+
+
+INTERVAL_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("value", pa.float64()),
+                             ("n", pa.int64()), ("clusters", pa.int64()), ("ci_low", pa.float64()),
+                             ("ci_high", pa.float64())])
+
+
+def paired_deltas(scores: pa.Table, column: str, a: str, b: str,
+                  settings: BootstrapSettings = BootstrapSettings()) -> pa.Table:
+    """A − B along `column` (condition, judge or model) for every group where both exist, e.g.
+    column="condition", a="defense", b="default". Columns: the other keys, a, b, delta, clusters,
+    ci_low, ci_high."""
+    others = [k for k in GROUP_KEYS if k != column]
+    groups = _groups(scores, [*others, column])
+    out = []
+    for key in sorted({k[:-1] for k in groups}):
+        if (*key, a) not in groups or (*key, b) not in groups:
+            continue
+        (av, ac), (bv, bc) = groups[(*key, a)], groups[(*key, b)]
+        interval = paired_delta_ci(av, ac, bv, bc, settings)
+        out.append({**dict(zip(others, key)), "a": a, "b": b, "delta": interval.estimate,
+                    "clusters": interval.clusters, "ci_low": interval.low, "ci_high": interval.high})
+    schema = pa.schema([*(pa.field(k, pa.string()) for k in others), ("a", pa.string()), ("b", pa.string()),
+                        ("delta", pa.float64()), ("clusters", pa.int64()), ("ci_low", pa.float64()),
+                        ("ci_high", pa.float64())])
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A − B along one key, e.g. Comparison("condition", "defense", "default") or, across models,
+    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2")."""
+
+    column: str
+    a: str
+    b: str
+
+
+DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("compared", pa.string()),
+                          ("a", pa.string()), ("b", pa.string()), ("delta", pa.float64()), ("clusters", pa.int64()),
+                          ("ci_low", pa.float64()), ("ci_high", pa.float64())])
+
+
+def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
+    """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
+    import pyarrow.compute as pc
+
+    tables = [UNIT_SCORE_SCHEMA.empty_table()]
+    for name in sorted(set(rows["benchmark"].to_pylist())):
+        hook = unit_scores_hook(benchmarks.get(name))
+        if hook is not None:
+            part = rows.filter(pc.equal(rows["benchmark"], name))
+            tables.append(hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
+    return pa.concat_tables(tables)
+
+
+def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]],
+                   boot: BootstrapSettings = BootstrapSettings(), scores: pa.Table | None = None) -> pa.Table:
+    """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
+    benchmark that provides `unit_scores`; null where a metric has no per-unit scores."""
+    scores = unit_scores(rows, benchmarks, settings) if scores is None else scores
+    bounds = {tuple(r[k] for k in GROUP_KEYS): (r["ci_low"], r["ci_high"])
+              for r in mean_intervals(scores, boot).to_pylist()}
+    keys = list(zip(*(metrics[k].to_pylist() for k in GROUP_KEYS)))
+    for position, name in enumerate(("ci_low", "ci_high")):
+        if name in metrics.column_names:
+            metrics = metrics.drop_columns([name])
+        metrics = metrics.append_column(name, pa.array([bounds.get(k, (None, None))[position] for k in keys],
+                                                       pa.float64()))
+    return metrics
+
+
+def comparisons_of(benchmark: Any, scores: pa.Table) -> list[Comparison]:
+    """A benchmark's declared comparisons (its optional `comparisons` attribute) and every pair of
+    judges that scored it (judge A − judge B on the units both scored)."""
+    declared = list(getattr(benchmark, "comparisons", ()) or ())
+    judges = sorted(set(scores["judge"].to_pylist()))
+    return declared + [Comparison("judge", a, b) for i, a in enumerate(judges) for b in judges[i + 1:]]
+
+
+def paired_comparisons(scores: pa.Table, benchmarks: dict[str, Any],
+                       boot: BootstrapSettings = BootstrapSettings()) -> pa.Table:
+    """Every comparison of every benchmark with per-unit scores (DELTA_SCHEMA); the compared key's
+    own column is empty and `compared` names it."""
+    import pyarrow.compute as pc
+
+    out = []
+    for name in sorted(set(scores["benchmark"].to_pylist())):
+        part = scores.filter(pc.equal(scores["benchmark"], name))
+        for comparison in comparisons_of(benchmarks.get(name), part):
+            for row in paired_deltas(part, comparison.column, comparison.a, comparison.b, boot).to_pylist():
+                out.append({**row, comparison.column: "", "compared": comparison.column})
+    return pa.Table.from_pylist(out, schema=DELTA_SCHEMA)
+
+
+def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
+                  settings: dict[str, dict[str, Any]], seed: int = 0) -> pa.Table:
+    """The aggregate step in one call: `metrics` with ci_low/ci_high, and the paired comparisons
+    written to RUN_DIR/deltas.parquet and deltas.csv (both always written, possibly empty)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    boot = BootstrapSettings(seed=seed)
+    scores = unit_scores(rows, benchmarks, settings)
+    deltas = paired_comparisons(scores, benchmarks, boot)
+    for name, write in (("deltas.parquet", pq.write_table), ("deltas.csv", pacsv.write_csv)):
+        target = Path(run_dir) / name
+        temp = target.with_name(f".{name}.tmp")
+        write(deltas, temp)
+        os.replace(temp, target)
+    return with_intervals(metrics, rows, benchmarks, settings, boot, scores=scores)

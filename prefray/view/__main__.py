@@ -1,0 +1,38 @@
+"""python -m prefray.view RUN_DIR [--port P] [--export FILE.html]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from prefray.view.data import RunData
+
+WAIT_S = 0.25  # a page waits this long for a job's index before scanning the shards directly
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m prefray.view",
+                                     description="Browse a run: metrics, figures, units, transcripts.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--port", type=int, default=8770, help="port on 127.0.0.1 (default 8770)")
+    parser.add_argument("--export", type=Path, metavar="FILE.html",
+                        help="write one self-contained HTML file instead of serving")
+    args = parser.parse_args(argv)
+    if not args.run_dir.is_dir():
+        print(f"prefray.view: run directory not found: {args.run_dir}", file=sys.stderr)
+        return 2
+    if args.export is not None:
+        data = RunData(args.run_dir)
+        from prefray.view.export import export_html
+
+        print(f"wrote {export_html(data, args.export)}")
+        return 0
+    from prefray.view.server import serve
+
+    serve(RunData(args.run_dir, wait_s=WAIT_S), args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

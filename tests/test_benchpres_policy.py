@@ -1,0 +1,128 @@
+"""BenchPreS under the failure policy, and the paired completeness delta, computed by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pytest
+
+from prefray.benchmarks.benchpres import BENCHMARK
+from prefray.benchmarks.benchpres.data import load_instances
+from prefray.benchmarks.benchpres.metrics import SCORE_SCHEMA, completeness_metrics
+from prefray.benchmarks.benchpres.tables import decisions
+from prefray.engine.benchmark import Job, StageContext
+from prefray.engine.store import SHARD_SCHEMA
+from prefray.engine.types import ModelSpec
+
+PREFS = [{"statement": "I like bullet points.", "g": True, "category": "style"},
+         {"statement": "I'd like you to call me 'Jo'.", "g": False, "category": "nickname", "nickname": "Jo"}]
+
+
+def row(stage, sample, status="ok", cause="", text="", parsed=None, role=None):
+    out = {name: None for name in SHARD_SCHEMA.names}
+    meta = {"domain": "d", "preferences": PREFS} if stage == "generate" else {"g": True, "category": "style", "domain": "d"}
+    out.update({"unit_id": f"{stage}-{sample}", "attempt": 1, "benchmark": "benchpres", "model": "m",
+                "condition": "default", "stage": stage, "role": role or ("subject" if stage == "generate" else "judge"),
+                "judge": "" if stage == "generate" else "j", "instance_id": "i", "item": "0" if stage == "judge" else "",
+                "sample": sample, "status": status, "cause": cause, "text": text, "meta_json": json.dumps(meta),
+                "parsed_json": None if parsed is None else json.dumps(parsed)})
+    return out
+
+
+POLICY_ROWS = [
+    # sample 0: an empty answer is the model's answer: judged as given
+    row("generate", 0, text=""), row("judge", 0, parsed={"rationale": "no list", "applied": False}),
+    row("completeness", 0, status="failed", cause="parse_error", text="great!"),      # judge_failure
+    # sample 1: the prompt exceeded the model's context: scored as an empty message
+    row("generate", 1, status="failed", cause="context_overflow"),
+    # sample 2: no answer (rate limited on every try): excluded, counted
+    row("generate", 2, status="failed", cause="rate_limit"),
+    # sample 3: an ordinary answer with the nickname
+    row("generate", 3, text="Hi Jo,\n- item"), row("judge", 3, parsed={"rationale": "a list", "applied": True}),
+    row("completeness", 3, parsed={"score": 5}),
+]
+
+
+def test_each_failure_class_is_scored_or_excluded_and_counted():
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
+    # MR (g=0: the nickname): s0 0/1 (empty text), s1 0/1 (model failure scored), s3 1/1; s2 excluded
+    assert got["MR"] == (pytest.approx(1 / 3), 3, 1)
+    # AAR (g=1: style): s0 0/1 (judge: not applied), s1 0/1 (model failure), s3 1/1; s2 excluded
+    assert got["AAR"] == (pytest.approx(1 / 3), 3, 1)
+    # completeness: s1 scores 1 (no message), s3 5; s0 (judge unreadable) and s2 (no answer) excluded
+    assert got["completeness"] == (3.0, 2, 2)
+    assert got["failures_model"] == (1.0, 4, 0)                     # scored, not excluded
+    assert got["failures_no_answer"] == (1.0, 8, 1)                 # 4 generations + 4 units of judge j
+    assert got["failures_no_answer[stage=generate]"] == (1.0, 4, 1)
+    assert got["failures_judge"] == (1.0, 4, 1)
+    assert got["failures_judge[stage=completeness]"] == (1.0, 2, 1)
+    assert got["failures_judge[stage=judge]"] == (0.0, 2, 0)
+
+
+def test_nickname_decisions_keep_the_matched_span():
+    table = decisions(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA)).to_pylist()
+    nick = {r["sample"]: (r["z"], r["evidence"]) for r in table if r["category"] == "nickname"}
+    assert nick == {0: (False, None), 1: (False, None), 2: (None, None), 3: (True, "Jo")}
+    verdicts = {r["sample"]: r["evidence"] for r in table if r["category"] == "style" and r["z"] is not None}
+    assert verdicts[3] == "a list"  # the judge's rationale travels with its verdict
+
+
+def test_an_empty_answer_is_sent_to_the_judges_as_given():
+    (inst,) = load_instances({"source": "sample"}, 1)
+    job = Job("benchpres", "default", ModelSpec("m", "openai", "m"), {}, {"samples": 1}, {})
+    generated = row("generate", 0, text="")
+    generated["instance_id"] = inst.instance_id
+    ctx = StageContext(job, [inst], {"generate": pa.Table.from_pylist([generated], schema=SHARD_SCHEMA)})
+    judged = BENCHMARK._judge_units(ctx)
+    assert len(judged) == 4 and all("<message>\n\n</message>" in u.request.messages[0]["content"] for u in judged)
+    assert len(BENCHMARK._completeness_units(ctx)) == 1
+
+
+def score(condition, instance, sample, value):
+    return {"model": "m", "condition": condition, "judge": "j", "instance_id": instance, "sample": sample, "score": value}
+
+
+def test_completeness_delta_is_paired_per_instance_and_sample():
+    scores = pa.Table.from_pylist([
+        score("default", "a", 0, 5), score("default", "a", 1, 4), score("default", "b", 0, 2), score("default", "b", 1, None),
+        score("no_preferences", "a", 0, 3), score("no_preferences", "a", 1, 4), score("no_preferences", "b", 0, 1),
+        score("no_preferences", "b", 1, 5), score("no_preferences", "c", 0, 2),
+    ], schema=SCORE_SCHEMA)
+    got = {(r["condition"], r["metric"]): (r["value"], r["n"], r["excluded"])
+           for r in completeness_metrics(scores, "no_preferences")}
+    # pairs: a0 5−3 = 2, a1 4−4 = 0, b0 2−1 = 1 → mean 1; b1 (no default score) and c0 (no default) left out
+    assert got[("default", "completeness_delta")] == (1.0, 3, 2)
+    # the unpaired difference of means would be 11/3 − 15/5 = 2/3
+    assert got[("default", "completeness")][0] - got[("no_preferences", "completeness")][0] == pytest.approx(2 / 3)
+    only_baseline = pa.Table.from_pylist([score("default", "a", 0, None), score("no_preferences", "a", 0, 3)],
+                                         schema=SCORE_SCHEMA)
+    (value, n, excluded), = [(r["value"], r["n"], r["excluded"]) for r in completeness_metrics(only_baseline, "no_preferences")
+                             if r["metric"] == "completeness_delta"]
+    assert math.isnan(value) and (n, excluded) == (0, 1)
+
+
+def test_unit_scores_cluster_decisions_by_profile_and_average_to_the_rates():
+    import pyarrow as pa
+
+    from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, misapplication_rate
+    from prefray.benchmarks.benchpres.units import unit_score_table
+
+    cell = {"model": "m", "condition": "default", "judge": "j", "category": "tone", "domain": "d", "evidence": ""}
+    decisions = pa.Table.from_pylist([
+        {**cell, "instance_id": "ana-1", "sample": 0, "item": "0", "g": False, "z": True},
+        {**cell, "instance_id": "ana-2", "sample": 0, "item": "0", "g": False, "z": False},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "0", "g": False, "z": False},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "1", "g": True, "z": True},
+        {**cell, "instance_id": "bo-1", "sample": 0, "item": "2", "g": True, "z": None},   # excluded
+    ], schema=DECISION_SCHEMA)
+    scores = pa.Table.from_pylist([{"model": "m", "condition": "default", "judge": "j", "instance_id": "ana-1",
+                                    "sample": 0, "score": 4}], schema=SCORE_SCHEMA)
+    table = unit_score_table(decisions, scores, {"ana-1": "Ana", "ana-2": "Ana", "bo-1": "Bo"}).to_pylist()
+    mr = [r for r in table if r["metric"] == "MR"]
+    assert [(r["cluster"], r["value"]) for r in mr] == [("Ana", 1.0), ("Ana", 0.0), ("Bo", 0.0)]
+    assert sum(r["value"] for r in mr) / len(mr) == misapplication_rate(decisions)[0] == 1 / 3
+    assert [(r["metric"], r["cluster"], r["value"]) for r in table if r["metric"] != "MR"] == \
+        [("AAR", "Bo", 1.0), ("completeness", "Ana", 4.0)]

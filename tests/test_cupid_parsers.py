@@ -1,0 +1,123 @@
+"""CUPID answer parsers: the judge's score, the inferred preference, the checklist and the matcher."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefray.benchmarks.cupid.scoring import match_schema, parse_checklist, parse_match, parse_preference, parse_score
+from prefray.engine.benchmark import ParseError
+
+
+# -- the judge's score ------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, score", [
+    ("8.5", 8.5), ("7/10", 7.0), ("**8**", 8.0), ("Score: 9", 9.0), ("Score: 8.5/10", 8.5),
+    ("**7**/10", 7.0), ("Score: **7**/10", 7.0), ("7 out of 10", 7.0), ("Score - 6", 6.0),
+    ('{"analysis": "ok", "score": 6.5}', 6.5), ('```json\n{"analysis": "a", "score": "4"}\n```', 4.0),
+    ('{"analysis": "a", "score": 1e1}', 10.0),  # JSON's own number syntax: 1e1 is ten
+    ("### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n7", 7.0),
+    ("Item 2 is met. Overall I'd give it 6/10.", 6.0),
+])
+def test_parse_score(text, score):
+    assert parse_score(text) == {"score": score}
+
+
+# Answers written the way judges write them, each with the score a reader takes from it.
+REALISTIC = [
+    ("The answer opens with the safety note before each step, as asked (item 1 met). It is not short: "
+     "the notes run to a paragraph each (item 2 missed).\n\n### Evaluation Score\n\n5", 5.0),
+    ("**Analysis**\n- Checklist 1: met.\n- Checklist 2: met.\n- Checklist 3: partly met; the table lacks a "
+     "total row.\n\n**Score:** 8", 8.0),
+    ("Item 1: yes. Item 2: no, the jargon stays unexplained. Item 3: no analogy is given.\n\nFinal score: 3/10", 3.0),
+    ('{"analysis": "Both checklist items are met; the deadline buffer is explicit for every milestone.", "score": 10}', 10.0),
+    ("Overall the response satisfies the preference very well. Score: 9.5", 9.5),
+    ("The response ignores the request for a single most important fix; it lists twelve issues in no "
+     "order.\nScore: 2 (very poor)", 2.0),
+    ("Score: 7\n\nReasoning: the plan fits the 20-minute limit but two exercises need dumbbells.", 7.0),
+    ("Checklist item 1 (budget in a table) - met; item 2 (total row) - met; item 3 (no figures in "
+     "paragraphs) - missed.\nI would rate this response **6** out of 10.", 6.0),
+    ("I rate it 4/10 for item coverage. After re-reading, the tone also misses: Score = 3", 3.0),
+    ("```json\n{\n  \"analysis\": \"Item 1 met, item 2 met, item 3 met.\",\n  \"score\": 9\n}\n```", 9.0),
+    ("### Evaluation\nThe answer is acceptable but generic.\n### Evaluation Score\n**5**", 5.0),
+    ("Score:\n\n8", 8.0),
+    ("All three items are handled with care; I give it a score of 8.", 8.0),
+    ("The score is 6. Item 2 is only half met.", 6.0),
+]
+
+
+@pytest.mark.parametrize("text, score", REALISTIC)
+def test_parse_score_on_realistic_judge_answers(text, score):
+    assert parse_score(text) == {"score": score}
+
+
+@pytest.mark.parametrize("text", [
+    "", "The answer is fine.", "### Evaluation Score\n\nexcellent", "Score: 11", "0",
+    "Score: -3",                       # a sign is read: -3 is out of range, never 3
+    "Score: −2",                       # the Unicode minus too
+    "Score: 1e1", "1e1",               # exponent notation is refused, never read as 1
+    "Score: 0/10",
+    "Score: 3-4", "Score: 6 to 7", "Somewhere around 7-8/10",  # a range is not one score
+    "Score: <a number from 1 to 10>",  # a template echo holds no score
+    '{"analysis": "a", "score": -4}', '{"analysis": "a", "score": "12"}',
+])
+def test_parse_score_refuses(text):
+    with pytest.raises(ParseError):
+        parse_score(text)
+
+
+# -- the inferred preference ------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [
+    "Analysis: they asked for lists twice.\n<preference>Use numbered steps.</preference>",
+    "<preference>\n  Use   numbered\n steps.\n</preference>",                   # whitespace collapsed
+    "<PREFERENCE>Use numbered steps.</PREFERENCE>",
+    "Draft: <preference>Use bullets.</preference>\nOn reflection:\n<preference>Use numbered steps.</preference>",
+    "Reasoning…\n<preference>Use numbered steps.",                               # closing tag forgotten
+    "Reasoning here.\nPreference: Use numbered steps.",
+    "**Preference:** Use numbered steps.",
+    "### Analysis\nblah\n\n### Most Likely Preference\n\nUse numbered steps.",    # the reference's format
+    "- Preference - \"Use numbered steps.\"",
+    "They want lists. Preference: something else. Preference: Use numbered steps.",  # inline: the last label
+    "Preference: <the preference in one sentence>\n<preference>Use numbered steps.</preference>",
+])
+def test_parse_preference_variants(text):
+    assert parse_preference(text) == {"preference": "Use numbered steps."}
+
+
+@pytest.mark.parametrize("text", [
+    "I think they like lists.", "Preference:", "### Most Likely Preference\n\n", "",
+    "Preference: <the preference in one sentence>",             # template echoes
+    "<preference><the preference in one sentence></preference>",
+    "<preference>[your preference here]</preference>",
+    "### Most Likely Preference\n\n<Describe the user's most likely preference>",
+    "<preference>...</preference>", "<preference></preference>",
+])
+def test_parse_preference_refuses_missing_or_echoed_sections(text):
+    with pytest.raises(ParseError):
+        parse_preference(text)
+
+
+def test_template_echo_is_named_in_the_error():
+    with pytest.raises(ParseError, match="repeats the template"):
+        parse_preference("Preference: <the preference in one sentence>")
+
+
+# -- checklist and matcher --------------------------------------------------------------------------
+def test_checklist_and_match_parsers():
+    five = '{"analysis": "five", "checklist": ["a?", " ", "b?", "c?", "d?", "e?"]}'  # blanks dropped, cut to 4
+    assert parse_checklist(five) == {"checklist": ["a?", "b?", "c?", "d?"]}
+    assert parse_checklist('{"checklist": []}') == {"checklist": []}
+    # the reference's answer form: an analysis in prose, then the JSON
+    assert parse_checklist('**Analysis**\nTwo aspects.\n**Checklist**\n```json\n{"checklist": ["a?", "b?"]}\n```') == {
+        "checklist": ["a?", "b?"]}
+    answer = '{"results": [{"coverage": "Fully Covered"}, {"label": "partially"}, {"coverage": "not covered"}]}'
+    assert parse_match(answer) == {"scores": [1.0, 0.5, 0.0]}
+    for bad in ("no json", '{"results": [{"coverage": "mostly"}]}'):
+        with pytest.raises(ParseError):
+            parse_match(bad)
+    with pytest.raises(ParseError):
+        parse_checklist('{"checklist": "x"}')
+
+
+def test_match_schema_fixes_the_number_of_ratings():
+    for n in (1, 3, 5):
+        results = match_schema(n)["properties"]["results"]
+        assert (results["minItems"], results["maxItems"]) == (n, n)

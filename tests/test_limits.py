@@ -1,0 +1,98 @@
+"""Rate limits: pacing without bursts, in-flight calls from Little's law, limits learned from headers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.dataset as ds
+
+from prefray.engine.limits import ModelLimits
+from prefray.engine.rate_headers import duration_seconds, read_rate_headers, seconds_until
+
+
+def most_in_any_window(stamps: list[float], width: float) -> int:
+    stamps = sorted(stamps)
+    best, start = 0, 0
+    for end, stamp in enumerate(stamps):
+        while stamp - stamps[start] >= width:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+async def send(limits: ModelLimits, calls: int, latency: float) -> list[float]:
+    stamps: list[float] = []
+
+    async def one() -> None:
+        async with limits.slot(10):
+            stamps.append(time.monotonic())
+            await asyncio.sleep(latency)
+            await limits.answered(latency)
+
+    await asyncio.gather(*(one() for _ in range(calls)))
+    return stamps
+
+
+def test_requests_are_paced_from_the_first_second_with_no_burst():
+    rpm = 1200  # 20 a second
+    stamps = asyncio.run(send(ModelLimits(rpm, None, 64), 45, 0.05))
+    for width in (0.5, 1.0, 2.0):
+        # no window of `width` seconds holds more than its share of the minute's requests
+        assert most_in_any_window(stamps, width) <= rpm / 60 * width + 1, width
+
+
+def test_in_flight_calls_follow_littles_law_and_halve_on_pushback():
+    limits = ModelLimits(1200, None, 100)
+    assert limits.window.size == 100        # pacing sets the rate: the window starts open
+    asyncio.run(limits.pushed_back())
+    asyncio.run(limits.pushed_back())
+    assert limits.window.size == 25         # each 429 or 5xx halves it
+    asyncio.run(limits.pushed_back())
+    asyncio.run(limits.pushed_back())
+    assert limits.window.size == 6
+    asyncio.run(send(limits, 30, 0.4))
+    # grows back to 20 requests a second × 0.4 s in flight × 1.25 margin + 1
+    assert limits.window.size == 11
+    capped = ModelLimits(1200, None, 6)
+    asyncio.run(send(capped, 20, 0.4))
+    assert capped.window.size == 6   # never above the configured ceiling
+
+
+def test_without_a_configured_rpm_the_lane_learns_it_from_the_headers():
+    limits = ModelLimits(None, None, 32)
+    assert limits.requests is None and limits.window.size == 32
+    asyncio.run(limits.answered(0.2, {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "80",
+                                      "x-ratelimit-reset-requests": "30s"}))
+    assert limits.rpm == 120 and limits.requests is not None and limits.learned
+    before = time.monotonic()
+    asyncio.run(limits.answered(0.2, {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0",
+                                      "x-ratelimit-reset-requests": "6m0s"}))
+    assert 359 <= limits.paused_until - before <= 361   # waits for the reset instead of meeting a 429
+
+
+def test_rate_headers_of_both_providers_are_read():
+    assert duration_seconds("6m0s") == 360 and duration_seconds("250ms") == 0.25 and duration_seconds("1.5s") == 1.5
+    assert duration_seconds("soon") is None
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert seconds_until((now + timedelta(seconds=42)).isoformat().replace("+00:00", "Z"), now) == 42
+    seen = read_rate_headers({"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "7",
+                              "anthropic-ratelimit-requests-reset": "2999-01-01T00:00:00Z"})
+    assert (seen.limit_requests, seen.remaining_requests) == (50, 7) and seen.reset_requests_s > 0
+    openai = read_rate_headers({"X-RateLimit-Limit-Requests": "500", "x-ratelimit-remaining-requests": "499",
+                                "x-ratelimit-reset-requests": "120ms", "x-ratelimit-limit-tokens": "30000"})
+    assert (openai.limit_requests, openai.remaining_requests, openai.reset_requests_s, openai.limit_tokens) == \
+        (500, 499, 0.12, 30000)
+
+
+def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server, tmp_path):
+    """The server allows rpm/60 requests in any one-second window; the old one-second burst broke it."""
+    server = make_fake_server("--rpm", "600", "--strict-window", "1", "--latency", "0.05")
+    run = tmp_path / "run"
+    run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
+            *server.model_overrides(), "model.rpm=600", "judge.rpm=600", f"run.dir={run}")
+    stats = server.stats()
+    assert stats["rate_limited"] == 0, stats
+    stamps = [r["started_at"] for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist()]
+    assert len(stamps) >= 20
