@@ -62,10 +62,10 @@ def test_in_flight_calls_follow_littles_law_and_halve_on_pushback():
 
 def test_without_a_configured_rpm_the_lane_learns_it_from_the_headers():
     limits = ModelLimits(None, None, 32)
-    assert limits.requests is None and limits.window.size == 32
+    assert limits.buckets.requests is None and limits.window.size == 32
     asyncio.run(limits.answered(0.2, {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "80",
                                       "x-ratelimit-reset-requests": "30s"}))
-    assert limits.rpm == 120 and limits.requests is not None and limits.learned
+    assert limits.rpm == 120 and limits.buckets.requests is not None and limits.learned
     before = time.monotonic()
     asyncio.run(limits.answered(0.2, {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0",
                                       "x-ratelimit-reset-requests": "6m0s"}))

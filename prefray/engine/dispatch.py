@@ -33,19 +33,18 @@ class Gateways:
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
 
-    async def _ensure_local_server(self, spec: ModelSpec) -> None:
+    async def _served(self, spec: ModelSpec) -> ModelSpec:
+        """Start a locally served model's server once per run; the spec as this run reaches it."""
         from prefray.engine.gateway import on_this_node
-        from prefray.engine.local_servers import get_local_server, host_port
+        from prefray.engine.local_servers import get_local_server, host_port, served_spec
 
         address = host_port(spec.base_url)
         if address not in self.ready:
             server = self.servers[address] = get_local_server(spec.serve, spec.base_url, on_this_node())
             self.ready[address] = asyncio.ensure_future(server.ensure.remote())
-        await self.ready[address]
+        return served_spec(spec, await self.ready[address])
 
     async def for_model(self, spec: ModelSpec) -> Any:
-        if spec.serve:
-            await self._ensure_local_server(spec)
         handle = self.handles.get(spec.endpoint_key)
         if handle is None:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
@@ -55,6 +54,8 @@ class Gateways:
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
         the new one (actor max_restarts / max_task_retries): at most this batch is re-sent."""
+        if spec.serve:
+            spec = await self._served(spec)
         replayed = [self.replay.take(spec, r) if self.replay is not None else None for r in requests]
         missing = [r for r, answer in zip(requests, replayed) if answer is None]
         sent: list[CallResult] = []

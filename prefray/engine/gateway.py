@@ -15,9 +15,9 @@ from typing import Any
 import ray
 
 from prefray.engine.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
-from prefray.engine.lanegate import LaneGate, refined_cause
-from prefray.engine.limits import ModelLimits
 from prefray.engine.journal import AnswerJournal
+from prefray.engine.lanegate import LaneGate, refined_cause
+from prefray.engine.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
 from prefray.engine.paid import SENT, PaidLog
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.providers.base import TRUNCATION_REASONS
@@ -32,11 +32,11 @@ PUSHBACK_CAUSES = frozenset({"rate_limit", "server_error"})
 class _Lane:
     """Everything the gateway keeps for one model id: its client, limits and retry policy."""
 
-    def __init__(self, spec: ModelSpec, api_key: str):
+    def __init__(self, spec: ModelSpec, api_key: str, shared: SharedBuckets | None = None):
         self.spec = spec
         self.api_key = api_key
         self.provider = build_provider(spec, api_key)
-        self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency)
+        self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency, shared)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
         self.gate = LaneGate()
         self.calibration = Calibration()
@@ -128,18 +128,24 @@ def _lane_stopped(gate: LaneGate, started: float) -> CallResult:
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Gateway:
-    def __init__(self, endpoint_key: str, api_key: str):
+    def __init__(self, endpoint_key: str, api_key: str, limiter_idle_s: float = 60.0):
         self.endpoint_key = endpoint_key
         self.api_key = api_key
+        self.limiter_idle_s = limiter_idle_s
         self.lanes: dict[str, _Lane] = {}
         self.paid: dict[str, PaidLog] = {}
         self.journals: dict[str, AnswerJournal] = {}
+
+    def _shared(self, spec: ModelSpec) -> SharedBuckets:
+        """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
+        return SharedBuckets(limiter_name(self.endpoint_key, self.api_key), NAMESPACE, self.limiter_idle_s,
+                             (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
                         run_dir: str | None = None) -> list[CallResult]:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
-            lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key)
+            lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
         if run_dir is not None and run_dir not in self.paid:
             name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"
             self.paid[run_dir] = PaidLog(run_dir, name)
@@ -182,4 +188,4 @@ def get_gateway(spec: ModelSpec, api_key: str) -> Any:
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
                            max_restarts=-1, max_task_retries=TASK_RETRIES,
-                           **placement).remote(spec.endpoint_key, api_key)
+                           **placement).remote(spec.endpoint_key, api_key, idle_seconds())

@@ -11,16 +11,24 @@
 - **Provider headers** (OpenAI `x-ratelimit-*`, Anthropic `anthropic-ratelimit-*`) teach the lane:
   the real request limit when the config leaves `rpm` unset, and a pause until the reset time when
   the remaining requests run out, before a 429 happens.
+
+Request and token budgets belong to the account, so on a cluster they live in one named, detached
+SharedLimiter actor per provider endpoint and key: every launch's gateway takes from the same
+buckets, so sweeps started at once together stay under the declared RPM/TPM. The limiter outlives
+the drivers that used it and ends itself once idle. The in-flight window stays with each lane.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
+import os
 import time
-from typing import AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Mapping
 
+import ray
 from aiolimiter import AsyncLimiter
 
 from prefray.engine.rate_headers import RateHeaders, read_rate_headers
@@ -32,11 +40,90 @@ PACE_MARGIN = 0.99
 # In-flight calls kept above rate × latency, so a slow answer does not idle the lane.
 LITTLE_MARGIN = 1.25
 LATENCY_SMOOTHING = 0.2
+HANDLE_ATTEMPTS = 3
 
 
 def request_pacer(rpm: float) -> AsyncLimiter:
     """One request every 60/rpm seconds, never a burst (a bucket that holds one request)."""
     return AsyncLimiter(1, 60.0 / (rpm * PACE_MARGIN))
+
+
+def idle_seconds() -> float:
+    """How long a shared limiter with nobody waiting lives on (read where the launch runs)."""
+    return float(os.environ.get("PREFRAY_LIMITER_IDLE_S") or 60)
+
+
+def limiter_name(endpoint_key: str, api_key: str) -> str:
+    """One name per endpoint and key (a digest: the key cannot be read back from it)."""
+    key_digest = hashlib.sha256(api_key.encode()).hexdigest()
+    return f"limiter-{hashlib.sha1(f'{endpoint_key}|{key_digest}'.encode()).hexdigest()[:16]}"
+
+
+class Buckets:
+    """The request and input-token buckets of one model id under its declared limits."""
+
+    def __init__(self, rpm: float | None, tpm: float | None):
+        self.requests = request_pacer(rpm) if rpm else None
+        self.tokens = AsyncLimiter(tpm * TOKEN_WINDOW_S / 60.0, TOKEN_WINDOW_S) if tpm else None
+
+    async def take(self, requests: int, tokens: int) -> None:
+        if self.requests is not None and requests:
+            await self.requests.acquire(requests)
+        if self.tokens is not None and tokens > 0:
+            # aiolimiter refuses amounts above its capacity; a longer prompt takes the whole bucket.
+            await self.tokens.acquire(min(float(tokens), self.tokens.max_rate))
+
+
+@ray.remote(num_cpus=0, max_concurrency=10000)
+class SharedLimiter:
+    """One per provider endpoint and key in the cluster; buckets per model id and declared limits."""
+
+    def __init__(self, idle_s: float):
+        self.idle_s = idle_s
+        self.buckets: dict[tuple, Buckets] = {}
+        self.waiting = 0
+        self.last_used = time.monotonic()
+        self.reaper: asyncio.Task | None = None
+
+    async def take(self, key: tuple, rpm: float | None, tpm: float | None, requests: int, tokens: int) -> None:
+        if self.reaper is None:
+            self.reaper = asyncio.get_running_loop().create_task(self._end_when_idle())
+        buckets = self.buckets.setdefault(key, Buckets(rpm, tpm))
+        self.waiting += 1
+        try:
+            await buckets.take(requests, tokens)
+        finally:
+            self.waiting -= 1
+            self.last_used = time.monotonic()
+
+    async def _end_when_idle(self) -> None:
+        while self.waiting or time.monotonic() - self.last_used < self.idle_s:
+            await asyncio.sleep(min(self.idle_s, 5.0))
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)  # users fetch a new one
+
+
+class SharedBuckets:
+    """A lane's view of the cluster-wide buckets (fetched again if the limiter ended while idle)."""
+
+    def __init__(self, name: str, namespace: str, idle_s: float, key: tuple, rpm: float | None, tpm: float | None):
+        self.name, self.namespace, self.idle_s = name, namespace, idle_s
+        self.key, self.rpm, self.tpm = key, rpm, tpm
+        self.handle: Any = None
+
+    async def take(self, requests: int, tokens: int) -> None:
+        from ray.exceptions import RayActorError
+
+        for attempt in range(HANDLE_ATTEMPTS):
+            if self.handle is None:
+                self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
+                                                    lifetime="detached").remote(self.idle_s)
+            try:
+                return await self.handle.take.remote(self.key, self.rpm, self.tpm, requests, tokens)
+            except RayActorError:
+                if attempt == HANDLE_ATTEMPTS - 1:
+                    raise
+                self.handle = None
+                await asyncio.sleep(0.5 * (attempt + 1))
 
 
 class InFlightWindow:
@@ -69,10 +156,11 @@ class InFlightWindow:
 class ModelLimits:
     """The limits one gateway enforces for one model id."""
 
-    def __init__(self, rpm: float | None, tpm: float | None, max_concurrency: int):
-        self.rpm = rpm
-        self.requests = request_pacer(rpm) if rpm else None
-        self.tokens = AsyncLimiter(tpm * TOKEN_WINDOW_S / 60.0, TOKEN_WINDOW_S) if tpm else None
+    def __init__(self, rpm: float | None, tpm: float | None, max_concurrency: int,
+                 shared: SharedBuckets | None = None):
+        self.rpm, self.tpm = rpm, tpm
+        self.shared = shared
+        self.buckets: Buckets | SharedBuckets = shared if shared is not None and (rpm or tpm) else Buckets(rpm, tpm)
         ceiling = max(1, int(max_concurrency))
         # The pacer sets the rate; the window starts at the ceiling so it never holds the first calls
         # back, shrinks on pushback and grows back to Little's law as answers arrive.
@@ -80,12 +168,6 @@ class ModelLimits:
         self.latency_s: float | None = None
         self.paused_until = 0.0
         self.learned = False
-
-    async def _take_tokens(self, amount: int) -> None:
-        if self.tokens is None or amount <= 0:
-            return
-        # aiolimiter refuses amounts above its capacity; a longer prompt takes the whole bucket.
-        await self.tokens.acquire(min(float(amount), self.tokens.max_rate))
 
     @contextlib.asynccontextmanager
     async def slot(self, estimated_tokens: int) -> AsyncIterator[None]:
@@ -95,16 +177,15 @@ class ModelLimits:
             pause = self.paused_until - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)
-            if self.requests is not None:
-                await self.requests.acquire()
-            await self._take_tokens(estimated_tokens)
+            await self.buckets.take(1, estimated_tokens)
             yield
         finally:
             await self.window.release()
 
     async def reconcile(self, estimated_tokens: int, actual_tokens: int) -> None:
         """Charge the tokens the estimate missed (aiolimiter has no refunds for over-estimates)."""
-        await self._take_tokens(actual_tokens - estimated_tokens)
+        if actual_tokens > estimated_tokens:
+            await self.buckets.take(0, actual_tokens - estimated_tokens)
 
     def little_target(self) -> int | None:
         """In-flight calls that keep the request limit full at the measured latency."""
@@ -134,7 +215,11 @@ class ModelLimits:
         if seen.limit_requests and not self.rpm:
             # The config left rpm unset: pace at the provider's own limit from now on.
             self.rpm = float(seen.limit_requests)
-            self.requests = request_pacer(self.rpm)
+            if self.shared is not None:
+                self.shared.key, self.shared.rpm = (*self.shared.key[:1], self.rpm, self.tpm), self.rpm
+                self.buckets = self.shared
+            else:
+                self.buckets = Buckets(self.rpm, self.tpm)
             self.learned = True
         if seen.remaining_requests is not None and seen.reset_requests_s is not None:
             reserve = max(1, self.window.active)

@@ -1,8 +1,12 @@
 """Servers prefray can start itself: the embedded local model and the fake provider.
 
 A model config with `serve: embedded` or `serve: fakellm` names one of them. One LocalServer actor
-per host:port, on the driver's node, starts it inside its own process on first use (or reuses a
-server already answering on that port); the sweep ends by killing the actor, which ends the server.
+per host:port, on the driver's node, starts it inside its own process on first use; the sweep ends by
+killing the actor, which ends the server.
+
+Port 0 in the config's base_url (the shipped `local`, `fake` and `fake-anthropic` options) means: bind
+a free port for this run, so two launches on one machine never share (or lose) a server. An explicit
+port is used as given, and a server already answering there is reused.
 """
 
 from __future__ import annotations
@@ -11,20 +15,39 @@ import asyncio
 import importlib.util
 import os
 import socket
-from urllib.parse import urlparse
+from dataclasses import replace
+from urllib.parse import urlparse, urlunparse
 
 import ray
 
 from prefray.engine.gateway import NAMESPACE
+from prefray.engine.types import ModelSpec
 
 EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def host_port(base_url: str | None) -> tuple[str, int]:
     parsed = urlparse(base_url or "")
-    if not parsed.hostname or not parsed.port:
+    if not parsed.hostname or parsed.port is None:
         raise ValueError(f"a locally served model needs a base_url with host and port, got {base_url!r}")
     return parsed.hostname, parsed.port
+
+
+def with_port(base_url: str, port: int) -> str:
+    """The same URL on another port."""
+    parsed = urlparse(base_url)
+    return urlunparse(parsed._replace(netloc=f"{parsed.hostname}:{port}"))
+
+
+def served_spec(spec: ModelSpec, base_url: str) -> ModelSpec:
+    """The model as this run reaches it: its configured base_url resolved to the server's own."""
+    return spec if spec.base_url == base_url else replace(spec, base_url=base_url)
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def port_answers(host: str, port: int) -> bool:
@@ -87,11 +110,11 @@ class LocalServer:
         self.server: object | None = None  # kept referenced: the server lives as long as this actor
 
     async def ensure(self) -> str:
+        """Start the server once; returns the URL it answers on (its own port when asked for 0)."""
         if not self.started:
-            self.server = await start_local_server(self.kind, self.base_url)
+            self.server, self.base_url = await start_local_server(self.kind, self.base_url)
             self.started = True
         return self.base_url
-
 
 
 def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
@@ -101,18 +124,24 @@ def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.a
                                **placement).remote(kind, base_url)
 
 
-async def start_local_server(kind: str, base_url: str | None) -> object | None:
-    """Start the server unless something already answers on its port (then it is reused).
+async def start_local_server(kind: str, base_url: str | None) -> tuple[object | None, str]:
+    """Start the server (on a free port when the URL's port is 0), unless something already
+    answers on an explicit port (then it is reused).
 
-    Returns the running server object; it stops when the process that holds it ends."""
+    Returns the running server object (it stops when the process that holds it ends) and the URL
+    it answers on."""
     host, port = host_port(base_url)
-    if port_answers(host, port):
-        return None
+    assert base_url is not None
+    if port and port_answers(host, port):
+        return None, base_url
     if kind == "fakellm":
         from prefray.fakellm import start
 
-        return await start(host, port)
+        server = await start(host, port)
+        return server, with_port(base_url, server.runner.addresses[0][1])
     if kind == "embedded":
         threads = int(os.environ.get("PREFRAY_EMBEDDED_THREADS", "1"))
-        return await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
+        port = port or free_port(host)
+        server = await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
+        return server, with_port(base_url, port)
     raise ValueError(f"unknown local server kind {kind!r} (embedded | fakellm)")

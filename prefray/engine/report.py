@@ -25,7 +25,7 @@ def markdown_table(table: pa.Table, columns: list[str]) -> str:
 def headline(metrics: pa.Table) -> pa.Table:
     """Overall metrics only (breakdowns carry a [slice] suffix)."""
     names = metrics["metric"].to_pylist()
-    return metrics.take([i for i, name in enumerate(names) if "[" not in name])
+    return metrics.take(pa.array([i for i, name in enumerate(names) if "[" not in name], pa.int64()))
 
 
 def incomplete_cells(metrics: pa.Table) -> list[str]:

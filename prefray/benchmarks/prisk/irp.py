@@ -100,7 +100,8 @@ class Irp(PriskBenchmark):
                 "choices": list(item.choices), "gold": item.gold}
 
     def scoring_stages(self, job: Job) -> list[Stage]:
-        return [Stage("irp_judge", judge_units, role="judge", parse=parse_score)]
+        # each verdict needs only its own answer: judging starts as answers arrive
+        return [Stage("irp_judge", judge_units, role="judge", parse=parse_score, inputs=("generate",), per_unit=True)]
 
     def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
         out = []

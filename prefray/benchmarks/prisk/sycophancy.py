@@ -166,10 +166,14 @@ class Sycophancy(PriskBenchmark):
         return {"type": item.type}
 
     def scoring_stages(self, job: Job) -> list[Stage]:
-        stages = [Stage("reference", base_builder(self.item_meta, seed_offset=REFERENCE_SEED)),
-                  Stage("syc_judge", syc_units, role="judge", parse=parse_score)]
+        # The generic reference needs no earlier stage; each judge unit needs its own answer and
+        # reference (and, for attribution, its own score), so judging starts as they arrive.
+        stages = [Stage("reference", base_builder(self.item_meta, seed_offset=REFERENCE_SEED), inputs=()),
+                  Stage("syc_judge", syc_units, role="judge", parse=parse_score, inputs=("generate", "reference"),
+                        per_unit=True)]
         if Condition.of(job).personalized:
-            stages.append(Stage("attribution", attribution_units, role="judge", parse=parse_attribution))
+            stages.append(Stage("attribution", attribution_units, role="judge", parse=parse_attribution,
+                                inputs=("generate", "reference", "syc_judge"), per_unit=True))
         return stages
 
     def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:

@@ -57,7 +57,7 @@ def openai_line(spec: ModelSpec, line: dict[str, Any], started: float, finished:
     body = response.get("body") or {}
     if status == 200:
         try:
-            return answered(spec, _reply(ChatCompletion.model_validate(body)), started, finished)
+            return answered(spec, _reply(ChatCompletion.model_validate(body), {}), started, finished)
         except (ProviderError, ValueError) as exc:
             return failed("bad_response", f"unreadable batch answer: {exc}", started, finished)
     if status:
@@ -84,7 +84,7 @@ def anthropic_line(spec: ModelSpec, line: dict[str, Any], started: float, finish
     kind = result.get("type")
     if kind == "succeeded":
         try:
-            return answered(spec, _reply(Message.model_validate(result.get("message") or {})), started, finished)
+            return answered(spec, _reply(Message.model_validate(result.get("message") or {}), {}), started, finished)
         except (ProviderError, ValueError) as exc:
             return failed("bad_response", f"unreadable batch answer: {exc}", started, finished)
     if kind == "errored":
