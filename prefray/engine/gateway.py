@@ -57,7 +57,7 @@ class _Lane:
         try:
             result = await self._paid_call(request, budget, started, calibrating=probe)
             if self.journal is not None and result.status == "ok":
-                self.journal.record(self.spec.model_id, request.content_hash(self.spec.model_id), result)
+                self.journal.record(self.spec.model_id, request, result)
             return result
         finally:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
@@ -79,7 +79,7 @@ class _Lane:
     def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:
         """Append a try to the run's paid ledger: SENT before it goes, then how it ended (with usage)."""
         if self.paid is not None:
-            self.paid.record(self.spec.provider, self.spec.model_id, request.content_hash(self.spec.model_id),
+            self.paid.record(self.spec.provider, self.spec.model_id, request.prompt_hash(self.spec.model_id),
                              outcome, input_tokens, output_tokens,
                              call_cost(self.spec, input_tokens, output_tokens))
 

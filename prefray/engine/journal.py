@@ -32,8 +32,10 @@ class AnswerJournal:
         folder.mkdir(parents=True, exist_ok=True)
         self.handle = open(folder / f"{name}-{os.getpid()}.jsonl", "a", encoding="utf-8")
 
-    def record(self, model_id: str, request_hash: str, result: CallResult) -> None:
-        line = json.dumps({"model_id": model_id, "request_hash": request_hash, "result": dataclasses.asdict(result)},
+    def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
+        """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""
+        line = json.dumps({"model_id": model_id, "request_hash": request.prompt_hash(model_id),
+                           "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result)},
                           ensure_ascii=False)
         self.handle.write(line + "\n")
         self.handle.flush()
@@ -83,7 +85,7 @@ def load_replay(run_dir: Path) -> ReplayPool:
         if stored[key] > 0:
             stored[key] -= 1
             continue
-        answers[(entry["model_id"], entry["request_hash"])].append(result)
+        answers[(entry["model_id"], entry["content_hash"])].append(result)
     return ReplayPool(dict(answers))
 
 
