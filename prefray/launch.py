@@ -18,7 +18,17 @@ from prefray.engine.cli_help import HelpWithOptions
 from prefray.engine.sweep import JobChoice, SweepError, expand
 from prefray.engine.types import ModelSpec
 
+# Exit codes: 0 every cell complete; 2 refused before any call; 3 finished with failed or skipped
+# units (rerun them with prefray.rerun); 130 interrupted (what was answered is stored; resume).
 EXIT_CONFIG = 2
+
+
+class ConfigProblems(SweepError):
+    """Values the schema refuses: one line each, naming key, value and what is allowed."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 def conf_dir() -> Path:
@@ -122,9 +132,26 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[dict[str, Any
     conf = conf_dir()
     choices = expand(args.overrides, conf, args.multirun)
     configs = compose_configs(choices, conf)
+    validate(configs, conf)
     jobs = [build_job(cfg, conf) for cfg in configs]
     check_distinct(jobs)
     return args, configs, jobs, load_benchmarks(configs)
+
+
+def validate(configs: list[dict[str, Any]], conf: Path) -> None:
+    """Refuse the sweep if any value breaks the schema (checked before anything starts)."""
+    from prefray.engine.config import sweep_problems
+
+    problems = sweep_problems(configs, conf)
+    if problems:
+        raise ConfigProblems(problems)
+
+
+def refuse(problems: list[str]) -> int:
+    """Print one line per problem and return the 'refused before any call' exit code."""
+    for problem in problems:
+        print(f"prefray: nothing was run: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def load_benchmarks(configs: list[dict[str, Any]]) -> dict[str, Benchmark]:
@@ -150,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, configs, jobs, benchmarks = plan(argv)
         run_dir = run_dir_of(configs)
+    except ConfigProblems as exc:
+        return refuse(exc.problems)
     except SweepError as exc:
         print(f"prefray: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -168,12 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
     if errors:
-        print("prefray: cannot start, nothing was run:\n  - " + "\n  - ".join(errors), file=sys.stderr)
-        return EXIT_CONFIG
+        return refuse(errors)
     from prefray.engine.session import SweepOptions, run_sweep
 
     return run_sweep(SweepOptions.from_config(run_dir, configs[0]["run"]), configs, jobs, benchmarks, instances)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from prefray.engine.exits import run_cli
+
+    sys.exit(run_cli(main, "launch"))

@@ -1,10 +1,12 @@
-"""`python -m prefray.rerun RUN_DIR [causes=rate_limit,timeout,...] [run.budget_usd=X] [run.KEY=VALUE]`
+"""`python -m prefray.rerun RUN_DIR [causes=rate_limit,timeout,...] [run.KEY=VALUE] [model.KEY=VALUE]`
 
 Runs again only the units of RUN_DIR that ended failed or skipped (optionally only those with the
 given causes), prints the estimate first, respects the budget, keeps earlier attempts (each row
 carries its attempt number) and recomputes the metrics over the best attempt of every unit.
+`model.KEY=VALUE` / `judge.KEY=VALUE` change only where and how fast calls go (base_url,
+api_key_env, rpm, tpm, max_concurrency, timeout_s, max_wait_s, max_attempts), never results.
 Causes: rate_limit, timeout, server_error, connection, bad_response, client_error, auth,
-parse_error, budget.
+model_not_found, parse_error, budget.
 """
 
 from __future__ import annotations
@@ -16,22 +18,27 @@ from typing import Any
 
 from prefray.engine.runner import ALL_CAUSES
 from prefray.engine.sweep import SweepError
-from prefray.launch import EXIT_CONFIG, build_job, check_distinct, conf_dir, load_benchmarks
+
+# Causes a rerun can finish; model_not_found comes from a lane stopped on 404 answers.
+RERUN_CAUSES = ALL_CAUSES | {"model_not_found"}
+from prefray.launch import (
+    EXIT_CONFIG, ConfigProblems, build_job, check_distinct, conf_dir, load_benchmarks, refuse, validate,
+)
 
 
 def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]:
     parser = argparse.ArgumentParser(prog="python -m prefray.rerun", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("settings", nargs="*", help="causes=a,b and run.KEY=VALUE settings")
+    parser.add_argument("settings", nargs="*", help="causes=a,b, run.KEY=VALUE and model.KEY=VALUE settings")
     args = parser.parse_args(argv)
-    causes, rest = ALL_CAUSES, []
+    causes, rest = RERUN_CAUSES, []
     for setting in args.settings:
         if setting.startswith("causes="):
             causes = frozenset(c for c in setting.removeprefix("causes=").split(",") if c)
-            unknown = sorted(causes - ALL_CAUSES)
+            unknown = sorted(causes - RERUN_CAUSES)
             if unknown:
-                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(ALL_CAUSES)}")
+                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(RERUN_CAUSES)}")
         else:
             rest.append(setting)
     return args.run_dir, causes, rest
@@ -50,12 +57,13 @@ def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] |
     if replace_judge is not None:
         configs = [{**cfg, "judge": replace_judge} for cfg in configs]
     conf = conf_dir()
+    validate(configs, conf)
     jobs = [build_job(cfg, conf) for cfg in configs]
     check_distinct(jobs)
     benchmarks = load_benchmarks(configs)
     instances, errors = preflight(jobs, benchmarks)
     if errors:
-        raise SweepError("cannot start, nothing was run:\n  - " + "\n  - ".join(errors))
+        raise ConfigProblems(errors)
     return configs, jobs, benchmarks, instances
 
 
@@ -78,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_dir, causes, overrides = parse_args(argv)
         configs, jobs, benchmarks, instances = prepare(run_dir, overrides)
+    except ConfigProblems as exc:
+        return refuse(exc.problems)
     except SweepError as exc:
         print(f"prefray: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -85,4 +95,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from prefray.engine.exits import run_cli
+
+    sys.exit(run_cli(main, "rerun"))

@@ -137,11 +137,12 @@ def launch(*args: str, timeout: float = 300, env: dict | None = None) -> subproc
 
 @pytest.fixture
 def run_cli(ray_address):
-    """`run_cli(*args)` → CompletedProcess; fails the test with the output if it exits non-zero."""
+    """`run_cli(*args)` → CompletedProcess; fails the test with the output if it exits with another
+    code than `expect_code` (0: every cell complete; 3: finished with failed or skipped units)."""
 
-    def run(*args: str, expect_ok: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    def run(*args: str, expect_ok: bool = True, expect_code: int = 0, **kwargs) -> subprocess.CompletedProcess:
         done = launch(*args, **kwargs)
-        if expect_ok and done.returncode != 0:
+        if expect_ok and done.returncode != expect_code:
             pytest.fail(f"launch {' '.join(args)} exited {done.returncode}\nSTDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}")
         return done
 

@@ -240,7 +240,8 @@ def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_se
     server.reset()
 
     run_dir = tmp_path / "run"
-    run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}", f"run.budget_usd={budget}")
+    run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}", f"run.budget_usd={budget}",
+            expect_code=3)
     stats = server.stats()
     assert stats["batches_created"] == 1  # generation only: the judges' batch was never sent
     stored = rows(run_dir)

@@ -85,7 +85,7 @@ def test_faults_end_ok_after_retry_or_failed_with_cause(run_cli, make_fake_serve
     server = make_fake_server("--fault-rate", "0.4", "--sticky-fault-rate", "0.15", "--faults", "429,500,malformed")
     run_cli("benchmark=benchpres", "model=fake", "judge=fake", *server.model_overrides(),
             f"run.dir={tmp_path / 'run'}", "limit=4", "model.max_attempts=3", "judge.max_attempts=3",
-            "model.max_wait_s=0.5", "judge.max_wait_s=0.5")
+            "model.max_wait_s=0.5", "judge.max_wait_s=0.5", expect_code=3)
     stored = rows(tmp_path / "run")
     generations = [r for r in stored if r["stage"] == "generate"]
     assert len(generations) == 4 * 3  # none lost
@@ -104,7 +104,7 @@ def test_timeout_is_a_cause(run_cli, make_fake_server, tmp_path):
     server = make_fake_server("--sticky-fault-rate", "1.0", "--faults", "timeout", "--timeout-fault-seconds", "5")
     run_cli("benchmark=benchpres", "model=fake", "judge=fake", *server.model_overrides(),
             f"run.dir={tmp_path / 'run'}", "limit=1", "benchmark.samples=1", "model.timeout_s=0.5",
-            "model.max_attempts=2", "model.max_wait_s=0.1")
+            "model.max_attempts=2", "model.max_wait_s=0.1", expect_code=3)
     (row,) = rows(tmp_path / "run")
     assert (row["status"], row["cause"], row["tries"]) == ("failed", "timeout", 2)
 

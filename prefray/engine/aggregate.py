@@ -12,6 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.paid import SENT, read_paid
 from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.stats import add_intervals
 from prefray.engine.store import latest_attempts, read_rows
@@ -55,20 +56,74 @@ def summarize_calls(rows: pa.Table) -> pa.Table:
 
 
 LEDGER_KEYS = ["provider", "model_id", "stage"]
+LEDGER_SUMS = ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")
+NOT_STORED = "(not stored)"
 
 
-def ledger(rows: pa.Table) -> pa.Table:
-    """Every stored row (all attempts: each was paid) by provider, model id and stage."""
+def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
+    """What was paid, by provider, model id and stage.
+
+    `paid` is the gateways' own record (engine/paid.py): every try sent to a provider, with the
+    usage it reported, stored row or not; its stage is that of the stored row with the same
+    request (NOT_STORED when none was written). `cached` counts rows answered from the cache.
+    Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
+    if paid is None:
+        return _ledger_from_rows(rows)
+    stages: dict[tuple[str, str], str] = {}
+    for request_hash, model_id, stage in zip(*(rows[c].to_pylist() for c in ("request_hash", "model_id", "stage"))):
+        stages.setdefault((request_hash, model_id), stage)
+    sent = pc.equal(paid["outcome"], SENT).cast(pa.int64())
+    table = pa.table({
+        "provider": paid["provider"], "model_id": paid["model_id"],
+        "stage": pa.array([stages.get(k, NOT_STORED) for k in zip(paid["request_hash"].to_pylist(),
+                                                                    paid["model_id"].to_pylist())], pa.string()),
+        "calls": sent, "cached": pa.array([0] * paid.num_rows, pa.int64()),
+        "unsettled": pc.subtract(pc.multiply(sent, 2), 1),   # +1 per try sent, -1 per try ended
+        "input_tokens": paid["input_tokens"], "output_tokens": paid["output_tokens"], "cost_usd": paid["cost_usd"],
+    })
+    cached = rows.filter(rows["cached"].fill_null(False))
+    hits = pa.table({
+        "provider": cached["provider"], "model_id": cached["model_id"], "stage": cached["stage"],
+        "calls": pa.array([0] * cached.num_rows, pa.int64()), "cached": pa.array([1] * cached.num_rows, pa.int64()),
+        "unsettled": pa.array([0] * cached.num_rows, pa.int64()),
+        "input_tokens": pa.array([0] * cached.num_rows, pa.int64()),
+        "output_tokens": pa.array([0] * cached.num_rows, pa.int64()),
+        "cost_usd": pa.array([0.0] * cached.num_rows, pa.float64()),
+    })
+    # rows paid through another path than a gateway (e.g. a provider's batch API): from the rows
+    ledgered = set(zip(paid["request_hash"].to_pylist(), paid["model_id"].to_pylist()))
+    elsewhere = [(h, m) not in ledgered for h, m in zip(rows["request_hash"].to_pylist(), rows["model_id"].to_pylist())]
+    others = _ledger_rows(rows.filter(pa.array(elsewhere, pa.bool_())), with_cached=False)
+    order = LEDGER_KEYS + list(LEDGER_SUMS)
+    return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
+
+
+def _ledger_from_rows(rows: pa.Table) -> pa.Table:
     if rows.num_rows == 0:
         return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
-    sent = pc.and_(pc.invert(rows["cached"].fill_null(False)), pc.not_equal(rows["status"], "skipped"))
+    return _grouped(_ledger_rows(rows, with_cached=True))
+
+
+def _ledger_rows(rows: pa.Table, with_cached: bool) -> pa.Table:
+    """Ledger entries from stored rows (every attempt was paid unless cached or skipped)."""
+    cached = rows["cached"].fill_null(False)
+    if not with_cached:
+        rows = rows.filter(pc.invert(cached))
+        cached = rows["cached"].fill_null(False)
+    sent = pc.and_(pc.invert(cached), pc.not_equal(rows["status"], "skipped"))
     table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd"])
     table = table.append_column("calls", sent.cast(pa.int64()))
-    table = table.append_column("cached", rows["cached"].fill_null(False).cast(pa.int64()))
-    grouped = table.group_by(LEDGER_KEYS).aggregate(
-        [(c, "sum") for c in ("calls", "cached", "input_tokens", "output_tokens", "cost_usd")])
+    table = table.append_column("cached", cached.cast(pa.int64()))
+    table = table.append_column("unsettled", pa.array([0] * rows.num_rows, pa.int64()))
+    return table.select(LEDGER_KEYS + list(LEDGER_SUMS))
+
+
+def _grouped(table: pa.Table) -> pa.Table:
+    if table.num_rows == 0:
+        return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
+    grouped = table.group_by(LEDGER_KEYS).aggregate([(c, "sum") for c in LEDGER_SUMS])
     grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
-    return grouped.sort_by([(k, "ascending") for k in LEDGER_KEYS])
+    return grouped.select(LEDGER_KEYS + list(LEDGER_SUMS)).sort_by([(k, "ascending") for k in LEDGER_KEYS])
 
 
 def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
@@ -101,7 +156,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
-    costs = ledger(all_rows)
+    costs = ledger(all_rows, read_paid(run_dir))
     agreement = judge_agreement(judge_values(best))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))

@@ -15,8 +15,6 @@ from prefray.engine.budget import call_cost, max_output_tokens
 from prefray.engine.gateway import get_gateway
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
-ACTOR_ATTEMPTS = 3
-
 
 class Dispatcher(Protocol):
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]: ...
@@ -29,6 +27,8 @@ class Gateways:
     """One gateway actor per endpoint and key (created on first use), plus locally served endpoints."""
 
     budget: Any = None
+    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/paid.py)
+    replay: Any = None            # answers a killed launch received but never stored (engine/journal.py)
     handles: dict[str, Any] = field(default_factory=dict)
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
@@ -52,23 +52,18 @@ class Gateways:
         return handle
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
-        """Send one batch; survive a gateway that is briefly unavailable or died (a new one is
-        started), which can re-send at most this batch."""
-        from ray.exceptions import ActorUnavailableError, RayActorError
-
+        """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
+        the new one (actor max_restarts / max_task_retries): at most this batch is re-sent."""
         if spec.serve:
             spec = await self._served(spec)
-        for attempt in range(ACTOR_ATTEMPTS):
+        replayed = [self.replay.take(spec, r) if self.replay is not None else None for r in requests]
+        missing = [r for r, answer in zip(requests, replayed) if answer is None]
+        sent: list[CallResult] = []
+        if missing:
             gateway = await self.for_model(spec)
-            try:
-                return await gateway.run_batch.remote(spec, requests, self.budget)
-            except (ActorUnavailableError, RayActorError):
-                if attempt == ACTOR_ATTEMPTS - 1:
-                    raise
-                if not await _alive(gateway):
-                    self.handles.pop(spec.endpoint_key, None)
-                await asyncio.sleep(1.0 + attempt)
-        raise AssertionError("unreachable")
+            sent = list(await gateway.run_batch.remote(spec, missing, self.budget, self.run_dir))
+        answers = iter(sent)
+        return [answer if answer is not None else next(answers) for answer in replayed]
 
     async def close(self) -> None:
         import ray
@@ -115,13 +110,6 @@ class SimulatedGateways:
 
     async def close(self) -> None:
         return None
-
-
-async def _alive(handle: Any) -> bool:
-    try:
-        return await handle.ping.remote()
-    except Exception:  # noqa: BLE001 - any failure to answer means: start a new one
-        return False
 
 
 async def _quietly(ref: Any) -> None:

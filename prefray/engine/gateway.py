@@ -14,8 +14,11 @@ from typing import Any
 
 import ray
 
-from prefray.engine.budget import call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.journal import AnswerJournal
+from prefray.engine.lanegate import LaneGate, refined_cause
 from prefray.engine.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
+from prefray.engine.paid import SENT, PaidLog
 from prefray.engine.providers import ProviderError, build_provider
 from prefray.engine.providers.base import TRUNCATION_REASONS
 from prefray.engine.retry import RetryPolicy
@@ -35,22 +38,50 @@ class _Lane:
         self.provider = build_provider(spec, api_key)
         self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency, shared)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
+        self.gate = LaneGate()
+        self.calibration = Calibration()
+        self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
+        self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
         return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
     async def call(self, request: ChatRequest, budget: Any = None) -> CallResult:
-        """One unit: reserve its maximum cost (if a budget is set), call with retries, settle."""
+        """One unit through the lane's gate (fail fast on a hopeless lane)."""
         started = time.time()
-        reserved = max_call_cost(self.spec, request) if budget is not None else 0.0
+        probe = await self.gate.enter()
+        if self.gate.stopped:
+            return _lane_stopped(self.gate, started)
+        result = None
+        try:
+            result = await self._paid_call(request, budget, started, calibrating=probe)
+            if self.journal is not None and result.status == "ok":
+                self.journal.record(self.spec.model_id, request, result)
+            return result
+        finally:
+            await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
+                                  counted=result is not None)
+
+    async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool) -> CallResult:
+        """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
+        ratio), call with retries, learn from the reported usage, settle."""
+        reserved = max_call_cost(self.spec, request, self.calibration.ratio) if budget is not None else 0.0
         if budget is not None and not await budget.reserve.remote(reserved):
             return skipped_for_budget(started)
         result = await self._call_with_retries(request, started)
+        self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
         result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
         if budget is not None:
-            await budget.settle.remote(reserved, result.cost_usd)
+            await budget.settle.remote(reserved, result.cost_usd, calibrating)
         return result
+
+    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:
+        """Append a try to the run's paid ledger: SENT before it goes, then how it ended (with usage)."""
+        if self.paid is not None:
+            self.paid.record(self.spec.provider, self.spec.model_id, request.prompt_hash(self.spec.model_id),
+                             outcome, input_tokens, output_tokens,
+                             call_cost(self.spec, input_tokens, output_tokens))
 
     async def _call_with_retries(self, request: ChatRequest, started: float) -> CallResult:
         estimate = request.estimated_input_tokens()
@@ -58,6 +89,7 @@ class _Lane:
         while True:
             tries += 1
             async with self.limits.slot(estimate):
+                self._record_try(request, SENT, 0, 0)
                 sent = time.time()
                 try:
                     reply = await asyncio.wait_for(self.provider.complete(request), self.spec.timeout_s + 5)
@@ -66,6 +98,7 @@ class _Lane:
                 except asyncio.TimeoutError:
                     error = ProviderError("timeout", f"no answer within {self.spec.timeout_s:.0f}s", retryable=True)
                 else:
+                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens)
                     done = time.time()
                     result = CallResult(
                         status="ok", text=reply.text, model_version=reply.model_version,
@@ -76,14 +109,21 @@ class _Lane:
                     await self.limits.reconcile(estimate, reply.input_tokens)
                     await self.limits.answered(result.latency_s, reply.rate_headers)
                     return result
+            self._record_try(request, refined_cause(error), 0, 0)
             if error.cause in PUSHBACK_CAUSES:
                 await self.limits.pushed_back(error.rate_headers)
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
-                return CallResult(status="failed", cause=error.cause, error=self._redact(str(error)), tries=tries,
+                return CallResult(status="failed", cause=refined_cause(error), error=self._redact(str(error)), tries=tries,
                                   latency_s=done - sent, started_at=started, finished_at=done)
             await asyncio.sleep(wait)
+
+
+def _lane_stopped(gate: LaneGate, started: float) -> CallResult:
+    return CallResult(status="skipped", cause=gate.stopped, started_at=started, finished_at=started,
+                      error=f"not sent: this model's lane stopped after {gate.hopeless_after} {gate.stopped} "
+                            "answers in a row (check the API key, base_url and model_id, then rerun)")
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -93,16 +133,25 @@ class Gateway:
         self.api_key = api_key
         self.limiter_idle_s = limiter_idle_s
         self.lanes: dict[str, _Lane] = {}
+        self.paid: dict[str, PaidLog] = {}
+        self.journals: dict[str, AnswerJournal] = {}
 
     def _shared(self, spec: ModelSpec) -> SharedBuckets:
         """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
         return SharedBuckets(limiter_name(self.endpoint_key, self.api_key), NAMESPACE, self.limiter_idle_s,
                              (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
-    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None) -> list[CallResult]:
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
+                        run_dir: str | None = None) -> list[CallResult]:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
+        if run_dir is not None and run_dir not in self.paid:
+            name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"
+            self.paid[run_dir] = PaidLog(run_dir, name)
+            self.journals[run_dir] = AnswerJournal(run_dir, name)
+        lane.paid = self.paid.get(run_dir) if run_dir is not None else None
+        lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
 
     async def ping(self) -> bool:
@@ -111,6 +160,8 @@ class Gateway:
     async def close(self) -> None:
         for lane in self.lanes.values():
             await lane.provider.close()
+        for log in [*self.paid.values(), *self.journals.values()]:
+            log.close()
 
 
 def gateway_name(spec: ModelSpec) -> str:
@@ -127,8 +178,14 @@ def on_this_node() -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
 
 
+# Ray's own fault tolerance: a gateway that dies is restarted (any number of times) and the batches
+# it was answering are sent to the new one; one batch is given up after TASK_RETRIES deaths.
+TASK_RETRIES = 10
+
+
 def get_gateway(spec: ModelSpec, api_key: str) -> Any:
     """The shared gateway for this model's endpoint and key, created on first use."""
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
+                           max_restarts=-1, max_task_retries=TASK_RETRIES,
                            **placement).remote(spec.endpoint_key, api_key, idle_seconds())

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,18 +45,26 @@ def scrub(text: str, secret_envs: set[str]) -> str:
 
 
 def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
+    """Add this launch to the manifest: read-modify-write under an exclusive lock, written to a
+    temp file with a unique name and renamed into place, so no launch's entry is ever lost."""
     path = Path(run_dir) / "manifest.json"
-    history = json.loads(path.read_text()) if path.exists() else {"runs": []}
-    history["runs"].append({
+    entry = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": [sys.executable, *sys.argv],
         "git_revision": git_revision(),
         "packages": package_versions(),
         "jobs": jobs,
-    })
-    temp = path.with_name(".manifest.json.tmp")
-    temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
-    os.replace(temp, path)
+    }
+    with open(Path(run_dir) / ".manifest.lock", "a") as guard:
+        fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+        history = json.loads(path.read_text()) if path.exists() else {"runs": []}
+        history["runs"].append(entry)
+        temp = path.with_name(f".manifest.json.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            temp.write_text(scrub(json.dumps(history, indent=2, sort_keys=True), secret_envs))
+            os.replace(temp, path)
+        finally:
+            temp.unlink(missing_ok=True)
 
 
 def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
@@ -69,16 +79,26 @@ def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
     return list(jobs.values())
 
 
+# Model keys a rerun may change: where and how fast calls go, never what an answer means.
+ENDPOINT_KEYS = ("base_url", "api_key_env", "rpm", "tpm", "max_concurrency", "timeout_s", "max_wait_s",
+                 "max_attempts")
+
+
 def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
-    """Set `run.KEY=VALUE` overrides (YAML-typed values) on every config; run.dir is fixed."""
+    """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (YAML-typed values) on
+    every config; run.dir is fixed and model/judge keys are limited to ENDPOINT_KEYS."""
     import yaml
 
     for override in overrides:
         key, sep, value = override.partition("=")
-        if not sep or not key.startswith("run.") or key == "run.dir":
-            raise ValueError(f"'{override}': only run.KEY=VALUE settings can change here (not run.dir)")
+        section, _, name = key.partition(".")
+        allowed = (section == "run" and name and name != "dir") or (section in ("model", "judge")
+                                                                   and name in ENDPOINT_KEYS)
+        if not sep or not allowed:
+            raise ValueError(f"'{override}': only run.KEY (not run.dir) and model./judge.KEY for KEY in "
+                             f"{', '.join(ENDPOINT_KEYS)} can change on a rerun")
         for cfg in configs:
-            cfg["run"][key.removeprefix("run.")] = yaml.safe_load(value)
+            cfg[section][name] = yaml.safe_load(value)
     for cfg in configs:
         cfg["run"]["dir"] = str(run_dir)
 

@@ -32,6 +32,9 @@ def load_datasets(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tupl
         if key not in loaded:
             try:
                 loaded[key] = benchmarks[job.benchmark].load(job)
+                if len(loaded[key]) == 0:
+                    raise DataError("the dataset has no instances (check benchmark.data and condition); "
+                                    "allowed is a dataset with at least one instance")
             except (DataError, OSError, ValueError) as exc:
                 loaded[key] = DataError(f"{job.benchmark}: {exc}")
                 if str(loaded[key]) not in errors:  # one dataset read by several conditions: said once

@@ -14,6 +14,7 @@ from prefray.engine.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.cache import ResponseCache, default_cache_path
 from prefray.engine.dispatch import Dispatcher, Gateways
+from prefray.engine.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.gateway import NAMESPACE
 from prefray.engine.manifest import append_manifest
 from prefray.engine.progress import LiveProgress
@@ -100,22 +101,81 @@ def budget_actor(limit_usd: float | None) -> Any:
 def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
               run_settings: dict[str, Any] | None = None) -> int:
-    """Run (or rerun) every job against real providers, then write the metrics files."""
-    options.run_dir.mkdir(parents=True, exist_ok=True)
+    """Own the run dir, run (or rerun) every job against real providers, write the metrics files;
+    return the exit code (see engine/exits.py)."""
+    from prefray.engine.ownership import RunDirBusy, RunDirLock
+
+    lock = RunDirLock(options.run_dir)
+    try:
+        lock.acquire()
+    except RunDirBusy as exc:
+        print(f"prefray: nothing was run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    set_current_run(options.run_dir)
+    try:
+        return _run_owned(options, configs, jobs, benchmarks, instances, run_settings)
+    finally:
+        lock.release()
+
+
+def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
+               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+               run_settings: dict[str, Any] | None) -> int:
+    from prefray.engine.journal import clean_leftovers, fold_away, load_replay
+
+    clean_leftovers(options.run_dir)
+    replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
     start_ray()
     cache = options.open_cache()
     show = options.progress and sys.stderr.isatty()
-    with LiveProgress(enabled=show) as progress:
-        settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
-                               cache=cache, **(run_settings or {}))
-        gateways = Gateways(budget=budget_actor(options.budget_usd))
-        gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
-        crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
-    if cache is not None:
-        cache.close()
+    try:
+        with LiveProgress(enabled=show) as progress:
+            settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
+                                   cache=cache, **(run_settings or {}))
+            budget = budget_actor(options.budget_usd)
+            gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
+            gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
+            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
+    finally:
+        if cache is not None:
+            cache.close()
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
-    return 1 if crashed else 0
+    warn_budget(budget)
+    if crashed:
+        return EXIT_ERROR
+    fold_away(options.run_dir)
+    return report_incomplete(options, jobs, benchmarks, instances)
+
+
+def warn_budget(budget: Any) -> None:
+    if budget is None:
+        return
+    import ray
+
+    from prefray.engine.budget import budget_warning
+
+    warning = budget_warning(ray.get(budget.state.remote()))
+    if warning:
+        print(warning, file=sys.stderr)
+
+
+def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
+                      instances: dict[int, Sequence[Any]]) -> int:
+    """EXIT_OK if every unit of these jobs has an answer; else write incomplete.csv, print one line
+    (counts by cause, later-stage units never built, the rerun command) and return EXIT_INCOMPLETE."""
+    from prefray.engine.outcome import missing_units, unbuilt_units, write_incomplete
+
+    missing = missing_units(options.run_dir, jobs)
+    if not missing:
+        return EXIT_OK
+    unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
+    write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
+    causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
+    later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
+    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
+          f"python -m prefray.rerun {options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
+    return EXIT_INCOMPLETE

@@ -25,6 +25,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--faults", default="429,500,malformed",
                         help=f"comma-separated fault kinds among {','.join(FAULT_KINDS)}")
     parser.add_argument("--timeout-fault-seconds", type=float, default=30.0)
+    parser.add_argument("--reject", default="",
+                        help="MODEL=STATUS[,MODEL=STATUS]: always answer these models with this HTTP status")
+    parser.add_argument("--inflate-input", type=float, default=1.0,
+                        help="report (and count) this many times the real input tokens")
     parser.add_argument("--strict-window", type=float, default=None,
                         help="enforce --rpm as a sliding window of this many seconds (no burst allowance)")
     parser.add_argument("--context-tokens", type=int, default=None,
@@ -36,10 +40,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     if unknown:
         parser.error(f"--faults: unknown kind(s) {unknown}; choose among {list(FAULT_KINDS)}")
     limited = tuple(m for m in args.limit_models.split(",") if m)
+    rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
-                          strict_window_s=args.strict_window,
+                          strict_window_s=args.strict_window, rejected=rejected, inflate_input=args.inflate_input,
                           batch=batches.options_from(args))
     return args.host, args.port, options
 

@@ -39,6 +39,8 @@ class FakeOptions:
     fault_retry_after_s: float = 0.2
     timeout_fault_s: float = 30.0
     model_version_suffix: str = "-fake-2026-01"
+    rejected: dict[str, int] = field(default_factory=dict)  # model id -> HTTP status (401, 403, 404) always
+    inflate_input: float = 1.0       # report (and count) this many times the real input tokens
     context_tokens: int | None = None  # prompts above this many input tokens are refused (HTTP 400)
     # Enforce rpm as a strict sliding window of this many seconds (at most rpm × window / 60 requests
     # in any window), as strict providers do; None = a token bucket with one second of burst.
@@ -162,6 +164,10 @@ class FakeProvider:
         self.request_log.append(body)
         self.stats.generation_requests += 1
         self.stats.by_model[str(body.get("model"))] += 1
+        status = self.options.rejected.get(str(body.get("model")))
+        if status is not None:
+            return web.json_response({"error": {"message": f"injected {status}", "type": "invalid_request_error"}},
+                                     status=status)
         budget = _output_budget(body)
         if budget is not None:
             self.stats.max_tokens_by_model[f"{body.get('model')}={budget}"] += 1
@@ -201,6 +207,7 @@ class FakeProvider:
         refusal = await self._admit(body, input_tokens)
         if refusal is not None:
             return refusal
+        input_tokens = int(input_tokens * self.options.inflate_input)
         schema = _openai_schema(body)
         base_seed = body.get("seed")
         choices = []
@@ -228,6 +235,7 @@ class FakeProvider:
         refusal = await self._admit(body, input_tokens, anthropic=True)
         if refusal is not None:
             return refusal
+        input_tokens = int(input_tokens * self.options.inflate_input)
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         refused = _refused_keyword(schema)
         if refused is not None:  # as Anthropic does: its structured output has no such keyword

@@ -1,0 +1,121 @@
+"""`python -m prefray.engine.config.table` — the Markdown table of every config key (for the README).
+
+The table is printed from the schema itself (and from the benchmark and condition option files),
+so it cannot drift from what the validator accepts; a test compares it with the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from prefray.engine.config.rules import render
+from prefray.engine.config.schema import (
+    OPEN_MAPS, PROMPT_PATH, ROLE_OPTION, SECTIONS, TopConfig, inferred_rule, rule_of,
+)
+from prefray.engine.config.validate import option_reference
+
+START = "<!-- config-table:start -->"
+END = "<!-- config-table:end -->"
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
+    for f in dataclasses.fields(TopConfig):
+        yield f.name, rule_of(f).describe(), render(_default(f)), f.metadata["doc"]
+    done: set[type] = set()
+    for section, cls in SECTIONS.items():
+        if cls in done:
+            continue
+        done.add(cls)
+        name = "{model,judge}" if section == "model" else section
+        yield from _fields(name, cls)
+
+
+def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
+    for f in dataclasses.fields(cls):
+        if "section" in f.metadata:
+            yield from _fields(f"{prefix}.{f.name}", f.metadata["section"])
+            continue
+        default = _default(f)
+        shown = "{}" if default == {} else "required" if default == "" else render(default)
+        yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
+
+
+def option_rows(conf: Path, group: str) -> Iterator[tuple[str, str, str, str]]:
+    """Keys of every option file of a group, merged across options (defaults listed per option)."""
+    merged: dict[str, tuple[str, dict[str, str]]] = {}
+    for path in sorted((conf / group).glob("*.yaml")):
+        for key, allowed, default in _walk(group, option_reference(conf, group, path.stem)):
+            entry = merged.setdefault(key, (allowed, {}))
+            entry[1][path.stem] = default
+    for key, (allowed, defaults) in merged.items():
+        values = set(defaults.values())
+        if len(values) == 1:
+            shown = values.pop()
+        elif len(values) == len(defaults) > 2:
+            shown = "differs per option"
+        else:
+            shown = "; ".join(f"{o}: {v}" for o, v in defaults.items())
+        yield key, allowed, shown, "in " + ", ".join(defaults)
+
+
+def _walk(prefix: str, reference: dict) -> Iterator[tuple[str, str, str]]:
+    for name, ref in reference.items():
+        key = f"{prefix}.{name}"
+        if name == "prompts":
+            yield f"{key}.NAME", PROMPT_PATH.describe(), "null"
+        elif name == "roles" and isinstance(ref, dict):
+            for role, value in ref.items():
+                yield f"{key}.{role}", ROLE_OPTION.describe(), render(value)
+        elif isinstance(ref, dict) and ref and name not in OPEN_MAPS:
+            yield from _walk(key, ref)
+        elif isinstance(ref, dict):
+            yield key, OPEN_MAPS.get(name, inferred_rule(name, ref)).describe(), "{}" if not ref else "..."
+        elif isinstance(ref, list):
+            yield key, inferred_rule(name, ref).describe(), "[...]" if any(isinstance(v, dict) for v in ref) \
+                else "[" + ", ".join(render(v) for v in ref) + "]"
+        else:
+            yield key, inferred_rule(name, ref).describe(), render(ref)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def key_table(conf: Path) -> str:
+    lines = ["| key | allowed | default | meaning |", "|---|---|---|---|"]
+    rows = [*fixed_rows(), *option_rows(conf, "benchmark"), *option_rows(conf, "condition")]
+    for key, allowed, default, doc in rows:
+        lines.append(f"| `{key}` | {_cell(allowed)} | {_cell(default)} | {_cell(doc)} |")
+    return "\n".join(lines)
+
+
+def default_conf() -> Path:
+    return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[3] / "conf")
+
+
+def readme_section(readme: str) -> str:
+    """The table currently between the README's markers."""
+    start, end = readme.index(START) + len(START), readme.index(END)
+    return readme[start:end].strip()
+
+
+def update_readme(readme_path: Path, conf: Path) -> None:
+    text = readme_path.read_text(encoding="utf-8")
+    start, end = text.index(START) + len(START), text.index(END)
+    readme_path.write_text(text[:start] + "\n" + key_table(conf) + "\n" + text[end:], encoding="utf-8")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        update_readme(default_conf().parent / "README.md", default_conf())
+    else:
+        print(key_table(default_conf()))

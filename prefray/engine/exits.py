@@ -1,0 +1,60 @@
+"""What a prefray command's exit code says, and the one line printed when it is interrupted.
+
+0   every cell of the run is complete
+1   a job stopped on an internal error (the message names it)
+2   refused before any call: bad config, missing keys or data, run.dir owned by another run
+3   finished, but some units failed or were skipped (the summary says how to rerun them)
+130 interrupted (Ctrl-C / SIGINT): what was answered is stored; the same command resumes
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Callable
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CONFIG = 2
+EXIT_INCOMPLETE = 3
+EXIT_INTERRUPTED = 130
+
+# The run directory the current command writes into, once it owns it (for the interrupt line).
+_current_run: dict[str, Path] = {}
+
+
+def set_current_run(run_dir: Path | None) -> None:
+    if run_dir is None:
+        _current_run.pop("dir", None)
+    else:
+        _current_run["dir"] = Path(run_dir)
+
+
+def stored_rows(run_dir: Path) -> int:
+    try:
+        import pyarrow.dataset as ds
+
+        files = [str(p) for p in (run_dir / "shards").rglob("*.parquet") if not p.name.startswith((".", "_"))]
+        return ds.dataset(files, format="parquet").count_rows() if files else 0
+    except Exception:  # noqa: BLE001 - the line is printed on the way out, whatever the shards hold
+        return 0
+
+
+def interrupted_line(command: str) -> str:
+    run_dir = _current_run.get("dir")
+    if run_dir is None:
+        return "prefray: interrupted before any call; nothing was run"
+    rows = stored_rows(run_dir)
+    return (f"prefray: interrupted; {rows} answered or failed unit row(s) are stored in {run_dir}; "
+            f"run the same {command} command again to resume (stored units are not sent again)")
+
+
+def run_cli(main: Callable[[], int], command: str) -> int:
+    """Run a command's main; Ctrl-C ends it with one line and exit code 130, never a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the line
+        print(interrupted_line(command), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,103 @@
+"""Every answered call survives a crash: gateways journal answers the moment they arrive.
+
+A gateway appends each answered call (the whole CallResult) to RUN_DIR/journal/<gateway>-<pid>.jsonl
+and flushes it, before the driver has written the unit's row into a shard. If the driver dies
+(kill -9, power cut on the driver's side), the next launch into the run dir loads the journal,
+drops the answers already in shards (matched by request hash and text) and hands the rest to the
+units that ask for the same request again, instead of sending them: only calls that were in
+flight when the run died are sent again. A finished run folds its journal away (the shards hold
+every answer); a line cut short by a kill is skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from collections import Counter, defaultdict, deque
+from pathlib import Path
+
+from prefray.engine.types import CallResult, ChatRequest, ModelSpec
+
+JOURNAL_DIR = "journal"
+_FIELDS = {f.name for f in dataclasses.fields(CallResult)}
+
+
+class AnswerJournal:
+    """Append-only writer for one gateway process."""
+
+    def __init__(self, run_dir: Path, name: str):
+        folder = Path(run_dir) / JOURNAL_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        self.handle = open(folder / f"{name}-{os.getpid()}.jsonl", "a", encoding="utf-8")
+
+    def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
+        """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""
+        line = json.dumps({"model_id": model_id, "request_hash": request.prompt_hash(model_id),
+                           "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result)},
+                          ensure_ascii=False)
+        self.handle.write(line + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class ReplayPool:
+    """Answers journaled by an earlier launch that never reached a shard, by (model id, request)."""
+
+    def __init__(self, answers: dict[tuple[str, str], deque[CallResult]]):
+        self.answers = answers
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.answers.values())
+
+    def take(self, spec: ModelSpec, request: ChatRequest) -> CallResult | None:
+        queue = self.answers.get((spec.model_id, request.content_hash(spec.model_id)))
+        return queue.popleft() if queue else None
+
+
+def _lines(run_dir: Path):
+    folder = Path(run_dir) / JOURNAL_DIR
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+
+
+def load_replay(run_dir: Path) -> ReplayPool:
+    """The journaled answers of `run_dir` minus those already stored in its shards."""
+    from prefray.engine.store import read_rows
+
+    entries = sorted(_lines(run_dir), key=lambda e: e["result"].get("finished_at", 0.0))
+    if not entries:
+        return ReplayPool({})
+    rows = read_rows(run_dir).select(["model_id", "request_hash", "text"]).to_pylist()
+    stored = Counter((r["model_id"], r["request_hash"], r["text"]) for r in rows)
+    answers: dict[tuple[str, str], deque[CallResult]] = defaultdict(deque)
+    for entry in entries:
+        result = CallResult(**{k: v for k, v in entry["result"].items() if k in _FIELDS})
+        key = (entry["model_id"], entry["request_hash"], result.text)
+        if stored[key] > 0:
+            stored[key] -= 1
+            continue
+        answers[(entry["model_id"], entry["content_hash"])].append(result)
+    return ReplayPool(dict(answers))
+
+
+def fold_away(run_dir: Path) -> None:
+    """After a run that ended normally every answer is in a shard: drop the journal."""
+    shutil.rmtree(Path(run_dir) / JOURNAL_DIR, ignore_errors=True)
+
+
+def clean_leftovers(run_dir: Path) -> int:
+    """Remove temp files a killed run left behind (only the run dir's owner calls this)."""
+    removed = 0
+    for path in list(Path(run_dir).glob("shards/**/.*.tmp")) + list(Path(run_dir).glob(".manifest.json.*.tmp")):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed

@@ -1,0 +1,65 @@
+"""Fail fast on a hopeless lane: a model whose first answers all say the key or the model is wrong.
+
+Until a lane has had one answer that is not an auth (401/403) or model-not-found (404) refusal, at
+most PROBE_CALLS of its calls are in flight; the rest wait. After HOPELESS_AFTER such refusals in a
+row the lane stops sending: every later call is stored as skipped with that cause, so a wrong key
+costs a handful of requests instead of the whole sweep. Any other answer lets the lane run at full
+concurrency and resets the count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prefray.engine.providers import ProviderError
+
+PROBE_CALLS = 2
+HOPELESS_AFTER = 3
+HOPELESS_CAUSES = frozenset({"auth", "model_not_found"})
+
+
+def refined_cause(error: ProviderError) -> str:
+    """The cause to store: a 404 answer names a model the endpoint does not serve."""
+    if error.cause == "client_error" and str(error).startswith("HTTP 404"):
+        return "model_not_found"
+    return error.cause
+
+
+class LaneGate:
+    def __init__(self, probe_calls: int = PROBE_CALLS, hopeless_after: int = HOPELESS_AFTER):
+        self.probe_calls = probe_calls
+        self.hopeless_after = hopeless_after
+        self.open = False            # one answer that was not a hopeless refusal has arrived
+        self.probing = 0
+        self.refusals = 0            # hopeless refusals in a row
+        self.stopped_cause = ""      # set once the lane stops sending
+        self.changed = asyncio.Condition()
+
+    async def enter(self) -> bool:
+        """Wait until this call may go; return True if it goes as a probe (call `leave` after)."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.open or self.stopped_cause or self.probing < self.probe_calls)
+            if self.open or self.stopped_cause:
+                return False
+            self.probing += 1
+            return True
+
+    async def leave(self, probe: bool, cause: str, counted: bool = True) -> None:
+        """Record how a call ended (cause "" = answered; `counted` False: it never finished)."""
+        async with self.changed:
+            if probe:
+                self.probing -= 1
+            if not counted:
+                pass
+            elif cause in HOPELESS_CAUSES:
+                self.refusals += 1
+                if self.refusals >= self.hopeless_after:
+                    self.stopped_cause = cause
+            else:
+                self.refusals = 0
+                self.open = True
+            self.changed.notify_all()
+
+    @property
+    def stopped(self) -> str:
+        return self.stopped_cause

@@ -1,0 +1,68 @@
+"""How a finished run ended: the units of its jobs that still have no answer, by cause."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from prefray.engine.benchmark import Job
+from prefray.engine.failures import failure_class
+from prefray.engine.store import job_dir, latest_attempts, read_rows
+
+
+def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
+    """Per cause, the units of `jobs` whose best row has no usable answer: infrastructure failures
+    and budget skips (no_answer) and unreadable judge answers (judge_failure). A subject's own
+    unparsable answer is a scored model failure, not a missing unit."""
+    missing: Counter = Counter()
+    for job in jobs:
+        folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
+        if not folder.is_dir():
+            continue
+        rows = latest_attempts(read_rows(folder)).select(["role", "status", "cause"]).to_pylist()
+        for row in rows:
+            if failure_class(row["role"], row["status"], row["cause"]) in ("no_answer", "judge_failure"):
+                key = (job.benchmark, job.model.name, job.condition) if by_cell else row["cause"] or row["status"]
+                missing[key] += 1
+    return missing
+
+
+# Causes of units that have no answer (not the subject's own unparsable answers: those are scored).
+def no_answer_causes() -> frozenset[str]:
+    from prefray.engine.runner import ALL_CAUSES
+
+    return (ALL_CAUSES | {"model_not_found"}) - {"parse_error"}
+
+
+def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_dir: Path,
+                  shard_size: int) -> Counter:
+    """Per (benchmark, model, condition): later-stage units that were never built because the
+    units they depend on have no answer. Found by planning the rerun against the simulated
+    provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
+    from prefray.engine.estimate import simulate
+
+    stored = set(read_rows(run_dir).column("unit_id").to_pylist())
+    rows = simulate(jobs, benchmarks, instances, run_dir,
+                    {"shard_size": shard_size, "rerun_causes": no_answer_causes()})
+    unbuilt: Counter = Counter()
+    for uid, benchmark, model, condition in zip(*(rows[c].to_pylist() for c in
+                                                  ("unit_id", "benchmark", "model", "condition"))):
+        if uid not in stored:
+            unbuilt[(benchmark, model, condition)] += 1
+    return unbuilt
+
+
+def write_incomplete(run_dir: Path, missing: dict[tuple[str, str, str], int], unbuilt: Counter) -> Path:
+    """RUN_DIR/incomplete.csv: per cell, units without an answer and units never built."""
+    import csv
+
+    path = Path(run_dir) / "incomplete.csv"
+    cells = sorted(set(missing) | set(unbuilt))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["benchmark", "model", "condition", "no_answer", "unbuilt", "incomplete_units"])
+        for cell in cells:
+            writer.writerow([*cell, missing.get(cell, 0), unbuilt.get(cell, 0),
+                             missing.get(cell, 0) + unbuilt.get(cell, 0)])
+    return path
