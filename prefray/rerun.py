@@ -16,11 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from prefray.engine.failures import NO_ANSWER_CAUSES
 from prefray.engine.runner import ALL_CAUSES
 from prefray.engine.sweep import SweepError
 
-# Causes a rerun can finish; model_not_found comes from a lane stopped on 404 answers.
-RERUN_CAUSES = ALL_CAUSES | {"model_not_found"}
+# A rerun finishes units with no answer by default. The evaluated model's own failures
+# (parse_error, context_overflow) are scored as they are: asking again until an answer parses would
+# pick the model's lucky samples; `causes=parse_error` asks again explicitly (e.g. for judges).
+RERUN_CAUSES = ALL_CAUSES
+DEFAULT_RERUN_CAUSES = NO_ANSWER_CAUSES
 from prefray.launch import (
     EXIT_CONFIG, ConfigProblems, build_job, check_distinct, conf_dir, load_benchmarks, refuse, validate,
 )
@@ -32,7 +36,7 @@ def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("settings", nargs="*", help="causes=a,b, run.KEY=VALUE and model.KEY=VALUE settings")
     args = parser.parse_args(argv)
-    causes, rest = RERUN_CAUSES, []
+    causes, rest = DEFAULT_RERUN_CAUSES, []
     for setting in args.settings:
         if setting.startswith("causes="):
             causes = frozenset(c for c in setting.removeprefix("causes=").split(",") if c)

@@ -25,6 +25,9 @@ import pyarrow.compute as pc
 FailureClass = Literal["answered", "no_answer", "model_failure", "judge_failure"]
 FAILURE_CLASSES: tuple[FailureClass, ...] = ("answered", "no_answer", "model_failure", "judge_failure")
 
+# Causes of a row with no answer: what a rerun finishes by default.
+NO_ANSWER_CAUSES = frozenset({"rate_limit", "timeout", "connection", "server_error", "bad_response",
+                              "client_error", "auth", "model_not_found", "budget"})
 # Causes that are the evaluated model's own doing (when the row belongs to the subject role).
 MODEL_FAILURE_CAUSES = frozenset({"parse_error", "context_overflow"})
 # Causes that are the judge's own doing (when the row belongs to a judge role).

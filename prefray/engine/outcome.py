@@ -28,11 +28,11 @@ def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> 
     return missing
 
 
-# Causes of units that have no answer (not the subject's own unparsable answers: those are scored).
+# Causes of units that have no answer (not the subject's own failures: those are scored).
 def no_answer_causes() -> frozenset[str]:
-    from prefray.engine.runner import ALL_CAUSES
+    from prefray.engine.failures import NO_ANSWER_CAUSES
 
-    return (ALL_CAUSES | {"model_not_found"}) - {"parse_error"}
+    return NO_ANSWER_CAUSES
 
 
 def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_dir: Path,

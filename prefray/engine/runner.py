@@ -26,7 +26,7 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, s
 
 ProgressFn = Callable[[Job, str, int, int], None]
 ALL_CAUSES = frozenset({"rate_limit", "timeout", "server_error", "connection", "bad_response",
-                        "client_error", "auth", "parse_error", "budget"})
+                        "client_error", "auth", "parse_error", "budget", "context_overflow", "model_not_found"})
 
 
 @dataclass
