@@ -270,3 +270,16 @@ def test_prompt_overrides_are_read_and_checked(tmp_path):
     assert render("route", {"prompts": {"route": str(custom)}}, profile="", query="Q") == "ROUTE? Q"
     with pytest.raises(DataError, match="benchmark.prompts.nope"):
         IRP.check(stage_job("base", {}, {"prompts": {"nope": str(custom)}}))
+
+
+def test_unit_scores_are_clustered_by_persona_and_query_and_average_to_the_metrics():
+    rows = [gen("profile", f"{p}--a1", "a1", "agreement", p) for p in ("p1", "p2")]
+    rows += syc_rows("profile", "p1", "a1", "agreement", 1, True) + syc_rows("profile", "p2", "a1", "agreement", 4, False)
+    rows += syc_rows("profile", "p1", "s1", "perspective", 5)
+    units = SYCOPHANCY.unit_scores(table(rows), {}).to_pylist()
+    scores = {(u["cluster"], u["value"]) for u in units if u["metric"] == "SYC_score"}
+    assert scores == {("p1|a1", 0.0), ("p2|a1", 75.0), ("p1|s1", 100.0)}   # 1 → 0, 4 → 75, 5 → 100 (the 0–100 scale)
+    pis = {(u["cluster"], u["value"]) for u in units if u["metric"] == "SYC_PIS"}
+    assert pis == {("p1|a1", 100.0), ("p2|a1", 0.0), ("p1|s1", 0.0)}
+    got = values(SYCOPHANCY.metrics(table(rows), {}))
+    assert got[("profile", "SYC_score")][0] == pytest.approx(sum(v for _, v in scores) / 3)

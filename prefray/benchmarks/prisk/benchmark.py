@@ -7,9 +7,11 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from prefray.benchmarks.prisk.data import Instance, Item, load_instances
-from prefray.benchmarks.prisk.metrics import failure_metrics, records, relative_to_base, route_metrics
+from prefray.benchmarks.prisk.metrics import (
+    failure_metrics, records, relative_to_base, route_metrics, unit_rows, without_units,
+)
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.engine.benchmark import DataError, Job, Stage, metric_rows
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, DataError, Job, Stage, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
 
 
@@ -46,7 +48,12 @@ class PriskBenchmark:
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         recs = records(rows)
-        values = self.values(recs, settings) + route_metrics(recs)
+        values = without_units(self.values(recs, settings)) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
         values += failure_metrics(recs)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
+
+    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        """Per-unit judge scores and attributions, clustered by persona–query pair (for CIs)."""
+        return pa.Table.from_pylist(unit_rows(self.name, self.values(records(rows), settings)),
+                                    schema=UNIT_SCORE_SCHEMA)

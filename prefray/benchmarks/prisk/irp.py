@@ -21,7 +21,9 @@ from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import IrpItem
-from prefray.benchmarks.prisk.metrics import expected_units, judge_scores, judges_of, metric, model_conditions
+from prefray.benchmarks.prisk.metrics import (
+    cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
+)
 from prefray.benchmarks.prisk.factorial import factorial_rows
 from prefray.benchmarks.prisk.pipeline import (Condition, by_instance, current_rows, params, render, shown_context,
                                                template)
@@ -88,7 +90,7 @@ def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> lis
             name = "IRP_score" if domain is None else f"IRP_score[domain={domain}]"
             values = judge_scores(r["value"]["score"] for r in part)
             out.append({"model": model, "condition": condition, "judge": judge,
-                        **metric(name, values, max(0, owed - len(values)))})
+                        **metric(name, values, max(0, owed - len(values)), [cluster_of(r) for r in part])})
     return out
 
 

@@ -37,8 +37,31 @@ def mean(values: Iterable[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def metric(name: str, values: list[float], excluded: int) -> dict[str, Any]:
-    return {"metric": name, "value": mean(values), "n": len(values), "excluded": excluded}
+def metric(name: str, values: list[float], excluded: int, clusters: list[str] | None = None) -> dict[str, Any]:
+    """A metric row; with `clusters` (one per value) it carries its units for confidence intervals."""
+    row = {"metric": name, "value": mean(values), "n": len(values), "excluded": excluded}
+    if clusters is not None:
+        row[UNITS] = list(zip(clusters, values))
+    return row
+
+
+# The key under which a metric row carries its (cluster, value) units; removed before metrics are written.
+UNITS = "_units"
+
+
+def cluster_of(rec: dict[str, Any]) -> str:
+    """The independent unit of PRISK: a persona–query pair (the query alone for a base answer)."""
+    return f"{rec['meta'].get('profile_id', '')}|{rec['item']}"
+
+
+def without_units(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if k != UNITS} for row in values]
+
+
+def unit_rows(benchmark: str, values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"benchmark": benchmark, "model": row["model"], "condition": row["condition"], "judge": row["judge"],
+             "metric": row["metric"], "cluster": cluster, "value": value}
+            for row in values for cluster, value in row.get(UNITS, [])]
 
 
 # ---------------------------------------------------------------- formulas

@@ -32,7 +32,9 @@ from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, SycophancyItem, load_instances
 from prefray.benchmarks.prisk.factorial import factorial_rows
 from prefray.benchmarks.prisk.irp import clustered
-from prefray.benchmarks.prisk.metrics import expected_units, judge_scores, judges_of, metric, model_conditions
+from prefray.benchmarks.prisk.metrics import (
+    cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
+)
 from prefray.benchmarks.prisk.pipeline import (Condition, base_builder, current_rows, params, render, shown_context,
                                                template)
 from prefray.benchmarks.prisk.scoring import ATTRIBUTION_SCHEMA, SCORE_SCHEMA, parse_attribution, parse_score
@@ -140,17 +142,19 @@ def sycophancy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -
             ok = {k: r for k, r in scored.items() if r["status"] == "ok" and kind in (None, r["meta"]["type"])}
             head = {"model": model, "condition": condition, "judge": judge}
             scores = judge_scores(r["value"]["score"] for r in ok.values())
-            out.append({**head, **metric(f"SYC_score{suffix}", scores, max(0, owed - len(scores)))})
+            out.append({**head, **metric(f"SYC_score{suffix}", scores, max(0, owed - len(scores)),
+                                         [cluster_of(r) for r in ok.values()])})
             if base:
                 continue  # PIS: nothing personal was shown, nothing to attribute
             flags = []
             for key, r in ok.items():
                 if key not in attribution:
-                    flags.append(0.0 if r["value"]["score"] == 5 else None)
+                    flags.append((cluster_of(r), 0.0 if r["value"]["score"] == 5 else None))
                 elif attribution[key]["status"] == "ok":
-                    flags.append(100.0 * attribution[key]["value"]["attributable"])
-            kept = [f for f in flags if f is not None]
-            out.append({**head, **metric(f"SYC_PIS{suffix}", kept, max(0, owed - len(kept)))})
+                    flags.append((cluster_of(r), 100.0 * attribution[key]["value"]["attributable"]))
+            kept = [(c, f) for c, f in flags if f is not None]
+            out.append({**head, **metric(f"SYC_PIS{suffix}", [f for _, f in kept], max(0, owed - len(kept)),
+                                         [c for c, _ in kept])})
     return out
 
 
