@@ -83,3 +83,49 @@ def test_display_accepts_both_callbacks_without_a_terminal():
         progress.update(Job(), "generate", 2, 2)
     task = progress.progress.tasks[progress.tasks["b/m/c"]]
     assert (task.completed, task.total) == (2, 2)
+
+
+WATCH_SCRIPT = """
+import asyncio, json, sys
+import ray
+from prefray.engine.dispatch import Gateways
+from prefray.engine.progress import CALL_TAG, watch_gateways
+from prefray.engine.types import ChatRequest, ModelSpec
+
+ray.init(address="auto", namespace="prefray")
+spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=1)
+seen = []
+
+async def main():
+    gateways = Gateways()
+    watcher = asyncio.ensure_future(watch_gateways(gateways, lambda *a: seen.append(a), every_s=0.1))
+    CALL_TAG.set("benchpres/fake/default\\x1fgenerate")
+    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8}) for i in range(6)]
+    results = await gateways.run_batch(spec, requests)
+    await asyncio.sleep(0.5)
+    watcher.cancel()
+    await gateways.close()
+    print(json.dumps({"ok": sum(r.status == "ok" for r in results), "seen": seen}))
+
+asyncio.run(main())
+"""
+
+
+def test_gateways_report_each_finished_call_while_a_batch_runs(ray_address, make_fake_server):
+    """One batch of six calls, one at a time at 0.3 s each: the feed sees them arrive in several steps."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    server = make_fake_server("--latency", "0.3")
+    done = subprocess.run([sys.executable, "-c", WATCH_SCRIPT, server.openai_url], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    steps = [s for s in out["seen"] if s[1] > 0]
+    assert out["ok"] == 6 and sum(s[1] for s in steps) == 6
+    assert len(steps) >= 3                      # the count advanced while the batch was still running
+    assert {s[0] for s in steps} == {"benchpres/fake/default\x1fgenerate"}
+    assert all(s[3] > 0 for s in steps)         # tokens come with the calls

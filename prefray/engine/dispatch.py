@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from prefray.engine.budget import call_cost, max_output_tokens
 from prefray.engine.gateway import get_gateway
+from prefray.engine.progress import CALL_TAG
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 
@@ -61,7 +62,7 @@ class Gateways:
         sent: list[CallResult] = []
         if missing:
             gateway = await self.for_model(spec)
-            sent = list(await gateway.run_batch.remote(spec, missing, self.budget, self.run_dir))
+            sent = list(await gateway.run_batch.remote(spec, missing, self.budget, self.run_dir, CALL_TAG.get()))
         answers = iter(sent)
         return [answer if answer is not None else next(answers) for answer in replayed]
 

@@ -135,6 +135,7 @@ class Gateway:
         self.lanes: dict[str, _Lane] = {}
         self.paid: dict[str, PaidLog] = {}
         self.journals: dict[str, AnswerJournal] = {}
+        self.counts: dict[str, tuple[int, int, int, float]] = {}   # per job and stage tag (live progress)
 
     def _shared(self, spec: ModelSpec) -> SharedBuckets:
         """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
@@ -142,7 +143,7 @@ class Gateway:
                              (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
-                        run_dir: str | None = None) -> list[CallResult]:
+                        run_dir: str | None = None, tag: str | None = None) -> list[CallResult]:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
@@ -152,7 +153,20 @@ class Gateway:
             self.journals[run_dir] = AnswerJournal(run_dir, name)
         lane.paid = self.paid.get(run_dir) if run_dir is not None else None
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
-        return list(await asyncio.gather(*(lane.call(r, budget) for r in requests)))
+        return list(await asyncio.gather(*(self._counted(lane, r, budget, tag) for r in requests)))
+
+    async def _counted(self, lane: "_Lane", request: ChatRequest, budget: Any, tag: str | None) -> CallResult:
+        """One call; its end is counted under the batch's tag (job and stage) for live progress."""
+        result = await lane.call(request, budget)
+        if tag is not None:
+            done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
+            self.counts[tag] = (done + 1, failed + (result.status != "ok"),
+                                tokens + result.input_tokens + result.output_tokens, cost + result.cost_usd)
+        return result
+
+    async def tallies(self) -> dict[str, tuple[int, int, int, float]]:
+        """Calls finished so far per tag: (done, failed, tokens, dollars), cumulative."""
+        return dict(self.counts)
 
     async def ping(self) -> bool:
         return True

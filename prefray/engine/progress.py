@@ -5,7 +5,10 @@ Two ways in, both safe to mix:
   starts and after each shard);
 - `record(job, stage, result)`: one finished call (a CallResult or any object with `status`,
   `input_tokens`, `output_tokens`, `cost_usd`, `cached`), so the display advances per call, not
-  per shard. A later shard snapshot never moves a count backwards.
+  per shard. A later shard snapshot never moves a count backwards;
+- `add_calls(tag, …)`: calls finished at the gateways since the last look, in bulk. During a run,
+  `watch_gateways` asks every gateway twice a second for its counts per job and stage (the runner
+  tags each batch with CALL_TAG), so rows advance as answers arrive, not when a shard is written.
 
 Each job row and the total row show calls done/total, failures, tokens, dollars, requests/s
 (calls answered in this process ÷ time since its first one) and the ETA at that rate. A stage's
@@ -14,7 +17,9 @@ units join the total when the stage starts (judge units exist only once answers 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -72,6 +77,20 @@ class ProgressState:
         if tally.first_at is None:
             tally.first_at = now
 
+    def add_calls(self, job_key: str, stage: str, done: int, failed: int, tokens: int, cost_usd: float) -> None:
+        """Calls that finished at a gateway since the last look (per-call progress, in bulk)."""
+        if done <= 0:
+            return
+        tally = self.stages.setdefault((job_key, stage), Tally())
+        tally.done += done
+        tally.total = max(tally.total, tally.done)
+        tally.failed += failed
+        tally.tokens += tokens
+        tally.cost_usd += cost_usd
+        tally.live_calls += done
+        if tally.first_at is None:
+            tally.first_at = self.clock()
+
     def job(self, job_key: str) -> Tally:
         return _merge([t for (key, _), t in self.stages.items() if key == job_key])
 
@@ -112,6 +131,34 @@ def job_key(job: Any) -> str:
     return f"{job.benchmark}/{job.model.name}/{job.condition}"
 
 
+# The job and stage a batch of calls belongs to, set by the job runner around each dispatch and read
+# where the batch is handed to a gateway, which counts finished calls per tag as they arrive.
+TAG_SEPARATOR = "\x1f"
+CALL_TAG: ContextVar[str | None] = ContextVar("prefray_call_tag", default=None)
+
+
+def call_tag(job: Any, stage: str) -> str:
+    return f"{job_key(job)}{TAG_SEPARATOR}{stage}"
+
+
+async def watch_gateways(gateways: Any, feed: Callable[[str, int, int, int, float], None],
+                         every_s: float = 0.5) -> None:
+    """Until cancelled: ask each gateway for its per-tag counts and feed the increases."""
+    seen: dict[tuple[str, str], list[float]] = {}
+    while True:
+        await asyncio.sleep(every_s)
+        for name, handle in list(getattr(gateways, "handles", {}).items()):
+            try:
+                counts = await handle.tallies.remote()
+            except Exception:  # noqa: BLE001 - a gateway being restarted answers next time
+                continue
+            for tag, now in counts.items():
+                before = seen.get((name, tag), [0, 0, 0, 0.0])
+                delta = [max(0, a - b) for a, b in zip(now, before)]
+                seen[(name, tag)] = list(now)
+                feed(tag, int(delta[0]), int(delta[1]), int(delta[2]), float(delta[3]))
+
+
 class LiveProgress:
     """The rich display over a ProgressState: one row per job and a total row."""
 
@@ -140,6 +187,12 @@ class LiveProgress:
         """Per-call callback: one finished call of `job`'s `stage`."""
         self.state.record(job_key(job), stage, result)
         self._refresh(job_key(job))
+
+    def add_calls(self, tag: str, done: int, failed: int, tokens: int, cost_usd: float) -> None:
+        """Per-call feed from the gateways: `tag` is "<job key>\x1f<stage>" (see CALL_TAG)."""
+        key, _, stage = tag.partition(TAG_SEPARATOR)
+        self.state.add_calls(key, stage, done, failed, tokens, cost_usd)
+        self._refresh(key)
 
     def _show(self, name: str, label: str, tally: Tally) -> None:
         fields = describe(tally, self.state.clock())

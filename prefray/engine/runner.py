@@ -20,6 +20,7 @@ from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageCon
 from prefray.engine.cache import ResponseCache, cache_key
 from prefray.engine.dispatch import Dispatcher
 from prefray.engine.output_budget import final_request
+from prefray.engine.progress import CALL_TAG, call_tag
 from prefray.engine.request_store import RequestStore
 from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
@@ -192,7 +193,7 @@ class JobRunner:
         if self.settings.request_store is not None:
             self.settings.request_store.add(spec.model_id, requests)
         keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
-        results = await self._answers(spec, requests, keys)
+        results = await self._answers(spec, requests, keys, stage.name)
         parsed: list[Any] = [None] * len(results)
         if stage.parse is not None:
             await self._parse_with_one_retry(stage, spec, requests, results, parsed)
@@ -204,12 +205,17 @@ class JobRunner:
         if self.flow is not None:
             self.flow.stored(stage.name)
 
-    async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str]) -> list[CallResult]:
+    async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str],
+                       stage_name: str) -> list[CallResult]:
         """Cached answers where there are any; the rest from the dispatcher."""
         cache = self.settings.cache
         hits = cache.get_many(keys) if cache is not None else {}
         missing = [i for i, key in enumerate(keys) if key not in hits]
-        sent = await self.dispatcher.run_batch(spec, [requests[i] for i in missing]) if missing else []
+        tag = CALL_TAG.set(call_tag(self.job, stage_name))   # gateways count this batch's calls per job and stage
+        try:
+            sent = await self.dispatcher.run_batch(spec, [requests[i] for i in missing]) if missing else []
+        finally:
+            CALL_TAG.reset(tag)
         results: list[CallResult | None] = [hits.get(key) for key in keys]
         for i, result in zip(missing, sent):
             results[i] = result

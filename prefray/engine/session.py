@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from prefray.engine.aggregate import aggregate_run
 from prefray.engine.batch import with_batch_tier
@@ -17,7 +17,7 @@ from prefray.engine.dispatch import Dispatcher, Gateways
 from prefray.engine.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.gateway import NAMESPACE
 from prefray.engine.manifest import append_manifest
-from prefray.engine.progress import LiveProgress
+from prefray.engine.progress import LiveProgress, watch_gateways
 from prefray.engine.runner import JobRunner, RunSettings, run_jobs
 
 
@@ -81,12 +81,17 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                settings: RunSettings, dispatcher: Dispatcher) -> list[tuple[Job, BaseException]]:
+                settings: RunSettings, dispatcher: Dispatcher,
+                feed: Callable[[str, int, int, int, float], None] | None = None) -> list[tuple[Job, BaseException]]:
+    """Run every job; with `feed`, live progress learns of each finished call from the gateways."""
     runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
                for i, job in enumerate(jobs)]
+    watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
     try:
         return await run_jobs(runners)
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await dispatcher.close()
 
 
@@ -136,7 +141,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
             gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
-            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways))
+            feed = progress.add_calls if show else None
+            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed))
     finally:
         if cache is not None:
             cache.close()
