@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, Job, load_benchmark
-from prefray.engine.cli_help import HelpWithOptions
-from prefray.engine.sweep import JobChoice, SweepError, expand
+from prefray.engine.config.cli_help import HelpWithOptions
+from prefray.engine.config.sweep import JobChoice, SweepError, expand
 from prefray.engine.types import ModelSpec
 
 # Exit codes: 0 every cell complete; 2 refused before any call; 3 finished with failed or skipped
@@ -100,7 +100,7 @@ def build_job(cfg: dict[str, Any], conf: Path) -> Job:
 
 def with_run_tier(cfg: dict[str, Any], job: Job) -> Job:
     """`run.tier` applied to every model of the job, each model's tier checked (engine/batch)."""
-    from prefray.engine.batch import TierError, apply_run_tier
+    from prefray.engine.calls.batch import TierError, apply_run_tier
 
     try:
         return apply_run_tier(job, cfg["run"])
@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         for cfg in configs:
             print(OmegaConf.to_yaml(cfg))
         return 0
-    from prefray.engine.manifest import conflicting_jobs
-    from prefray.engine.preflight import preflight
+    from prefray.engine.results.manifest import conflicting_jobs
+    from prefray.engine.config.preflight import preflight
 
     instances, errors = preflight(jobs, benchmarks)
     conflicts = conflicting_jobs(run_dir, configs)
@@ -198,12 +198,12 @@ def main(argv: list[str] | None = None) -> int:
                       "settings to resume): " + "; ".join(conflicts))
     if errors:
         return refuse(errors)
-    from prefray.engine.session import SweepOptions, run_sweep
+    from prefray.engine.flow.session import SweepOptions, run_sweep
 
     return run_sweep(SweepOptions.from_config(run_dir, configs[0]["run"]), configs, jobs, benchmarks, instances)
 
 
 if __name__ == "__main__":
-    from prefray.engine.exits import run_cli
+    from prefray.engine.flow.exits import run_cli
 
     sys.exit(run_cli(main, "launch"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from prefray.engine.sweep import SweepError
+from prefray.engine.config.sweep import SweepError
 from prefray.launch import EXIT_CONFIG, plan, run_dir_of
 
 
@@ -28,10 +28,10 @@ def split_csv_flag(argv: list[str]) -> tuple[list[str], str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prefray.engine.estimate import print_estimate, simulate, summarize, write_estimate_csv
-    from prefray.engine.estimate_table import jobs_line, print_tier_lines
-    from prefray.engine.preflight import load_datasets, missing_keys
-    from prefray.engine.session import SweepOptions
+    from prefray.engine.money.estimate import print_estimate, simulate, summarize, write_estimate_csv
+    from prefray.engine.money.estimate_table import jobs_line, print_tier_lines
+    from prefray.engine.config.preflight import load_datasets, missing_keys
+    from prefray.engine.flow.session import SweepOptions
 
     try:
         argv, csv_path = split_csv_flag(list(sys.argv[1:] if argv is None else argv))
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = summarize(rows, jobs)
     print_estimate(lines)
     print(jobs_line(jobs))
-    from prefray.engine.batch.plan import tier_lines  # cost in both tiers, expected latency
+    from prefray.engine.calls.batch.plan import tier_lines  # cost in both tiers, expected latency
 
     print_tier_lines(tier_lines(rows, jobs))
     if csv_path:

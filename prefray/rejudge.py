@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.sweep import SweepError
+from prefray.engine.config.sweep import SweepError
 from prefray.launch import EXIT_CONFIG, compose_judge, conf_dir
 from prefray.rerun import estimate_then_run, prepare
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.failures import NO_ANSWER_CAUSES
-from prefray.engine.runner import ALL_CAUSES
-from prefray.engine.sweep import SweepError
+from prefray.engine.flow.runner import ALL_CAUSES
+from prefray.engine.config.sweep import SweepError
 
 # A rerun finishes units with no answer by default. The evaluated model's own failures
 # (parse_error, context_overflow) are scored as they are: asking again until an answer parses would
@@ -50,8 +50,8 @@ def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]
 
 def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None):
     """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge)."""
-    from prefray.engine.manifest import apply_run_overrides, recorded_configs
-    from prefray.engine.preflight import preflight
+    from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
+    from prefray.engine.config.preflight import preflight
 
     try:
         configs = recorded_configs(run_dir)
@@ -72,8 +72,8 @@ def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] |
 
 
 def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any]) -> int:
-    from prefray.engine.estimate import print_estimate, simulate, summarize
-    from prefray.engine.session import SweepOptions, run_sweep
+    from prefray.engine.money.estimate import print_estimate, simulate, summarize
+    from prefray.engine.flow.session import SweepOptions, run_sweep
 
     options = SweepOptions.from_config(run_dir, configs[0]["run"])
     cache = options.open_cache()
@@ -99,6 +99,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from prefray.engine.exits import run_cli
+    from prefray.engine.flow.exits import run_cli
 
     sys.exit(run_cli(main, "rerun"))

@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from prefray.engine.batch.records import key_of, request_key
-from prefray.engine.batch.results import anthropic_line, openai_line
-from prefray.engine.batch.tier import TierError, apply_run_tier, batch_priced
+from prefray.engine.calls.batch.records import key_of, request_key
+from prefray.engine.calls.batch.results import anthropic_line, openai_line
+from prefray.engine.calls.batch.tier import TierError, apply_run_tier, batch_priced
 from prefray.engine.benchmark import Job
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import ROOT, start_fake_server
@@ -82,7 +82,7 @@ def test_batch_price_and_tier_settings():
 def test_plan_shows_both_tiers_per_model():
     import pyarrow as pa
 
-    from prefray.engine.batch.plan import tier_lines
+    from prefray.engine.calls.batch.plan import tier_lines
 
     subject, judge = spec(name="s", model_id="s", rpm=60), spec(name="j", model_id="j", tier="batch")
     rows = pa.table({"provider": ["openai"] * 4, "model_id": ["s", "s", "j", "j"], "cached": [False, True, False, False],
@@ -217,8 +217,8 @@ def test_killed_driver_collects_its_batches_on_relaunch(run_cli, make_fake_serve
 
 
 def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_server, tmp_path):
-    from prefray.engine.budget import max_call_cost
-    from prefray.engine.request_store import read_requests
+    from prefray.engine.money.budget import max_call_cost
+    from prefray.engine.results.request_store import read_requests
 
     server = make_fake_server()
     probe = tmp_path / "probe"

@@ -25,7 +25,7 @@ from prefray.benchmarks.benchpres.metrics import (DECISION_SCHEMA, SCORE_SCHEMA,
                                                   completeness_metrics)
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
 from prefray.engine.benchmark import DataError, ParseError
-from prefray.engine.store import SHARD_SCHEMA
+from prefray.engine.results.store import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.test_spine_sweep import independent_verdict
 

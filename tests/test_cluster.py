@@ -25,8 +25,8 @@ from typing import Iterator
 import pyarrow.dataset as ds
 import pytest
 
-from prefray.engine.limits import limiter_name
-from prefray.engine.local_servers import host_port, start_local_server, with_port
+from prefray.engine.calls.limits import limiter_name
+from prefray.engine.calls.local_servers import host_port, start_local_server, with_port
 from prefray.engine.types import ModelSpec
 from tests.conftest import ROOT, free_port
 

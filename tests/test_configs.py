@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.sweep import expand, group_options
+from prefray.engine.config.sweep import expand, group_options
 from prefray.engine.types import ModelSpec
 from prefray.launch import build_job, compose_configs, conf_dir
 
@@ -43,6 +43,6 @@ def test_every_option_composes_into_a_job():
 
 @pytest.mark.parametrize("benchmark", group_options(CONF, "benchmark"))
 def test_benchmark_names_an_evaluated_paper_judge(benchmark):
-    from prefray.engine.sweep import all_options, paper_judge
+    from prefray.engine.config.sweep import all_options, paper_judge
 
     assert paper_judge(CONF, benchmark) in all_options(CONF, "judge")

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow.dataset as ds
 
-from prefray.engine.limits import ModelLimits
-from prefray.engine.rate_headers import duration_seconds, read_rate_headers, seconds_until
+from prefray.engine.calls.limits import ModelLimits
+from prefray.engine.calls.rate_headers import duration_seconds, read_rate_headers, seconds_until
 
 
 def most_in_any_window(stamps: list[float], width: float) -> int:

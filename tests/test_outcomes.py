@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from prefray.engine.output_budget import final_request, output_budget
-from prefray.engine.request_store import read_requests
+from prefray.engine.calls.output_budget import final_request, output_budget
+from prefray.engine.results.request_store import read_requests
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import free_port
 

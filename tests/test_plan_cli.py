@@ -10,9 +10,9 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.budget import max_output_tokens
-from prefray.engine.output_budget import final_request
-from prefray.engine.sweep import group_options
+from prefray.engine.money.budget import max_output_tokens
+from prefray.engine.calls.output_budget import final_request
+from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from prefray.launch import compose_judge, conf_dir
 from tests.conftest import ROOT
@@ -120,7 +120,7 @@ def test_quickstart_needs_no_key(tmp_path):
 
 
 def test_quickstart_preflight_asks_for_no_key(monkeypatch):
-    from prefray.engine.preflight import preflight
+    from prefray.engine.config.preflight import preflight
     from prefray.launch import plan
 
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:

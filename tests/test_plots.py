@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.benchmark import metric_rows
-from prefray.engine.plots import figure_groups
+from prefray.engine.results.plots import figure_groups
 
 
 def test_headline_and_breakdown_dimensions_become_separate_figures():
@@ -24,7 +24,7 @@ def test_headline_and_breakdown_dimensions_become_separate_figures():
     assert {r["model"] for r in groups[("b", "MR")]} == {"m1", "m2"}
 
 
-from prefray.engine.plots import ScatterSpec, family_scales, figure_specs, scatter_points, write_plots  # noqa: E402
+from prefray.engine.results.plots import ScatterSpec, family_scales, figure_specs, scatter_points, write_plots  # noqa: E402
 
 
 def _metrics(rows):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from prefray.engine.progress import LiveProgress, ProgressState, describe
+from prefray.engine.flow.progress import LiveProgress, ProgressState, describe
 
 
 @dataclass
@@ -88,8 +88,8 @@ def test_display_accepts_both_callbacks_without_a_terminal():
 WATCH_SCRIPT = """
 import asyncio, json, sys
 import ray
-from prefray.engine.dispatch import Gateways
-from prefray.engine.progress import CALL_TAG, watch_gateways
+from prefray.engine.calls.dispatch import Gateways
+from prefray.engine.flow.progress import CALL_TAG, watch_gateways
 from prefray.engine.types import ChatRequest, ModelSpec
 
 ray.init(address="auto", namespace="prefray")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefray.engine.providers.schema_subset import anthropic_schema, stated_bounds
+from prefray.engine.calls.providers.schema_subset import anthropic_schema, stated_bounds
 from prefray.fakellm import answers
 from prefray.fakellm.server import _refused_keyword
 

@@ -135,7 +135,7 @@ def test_every_shipped_option_is_valid(group):
 
 
 def test_every_benchmark_and_condition_is_valid():
-    from prefray.engine.sweep import benchmark_conditions
+    from prefray.engine.config.sweep import benchmark_conditions
 
     overrides = []
     for bench in sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml")):

@@ -8,7 +8,7 @@ from collections import Counter
 import pyarrow.dataset as ds
 import pytest
 
-from prefray.engine.lanegate import HOPELESS_AFTER, PROBE_CALLS, LaneGate
+from prefray.engine.calls.lanegate import HOPELESS_AFTER, PROBE_CALLS, LaneGate
 
 
 def test_gate_stops_after_consecutive_refusals_and_opens_on_an_answer():
@@ -78,7 +78,7 @@ def test_rerun_points_a_model_at_another_endpoint(run_cli, make_fake_server, tmp
 
 
 def test_rerun_refuses_overrides_that_change_results(tmp_path):
-    from prefray.engine.manifest import apply_run_overrides
+    from prefray.engine.results.manifest import apply_run_overrides
 
     configs = [{"run": {}, "model": {"params": {}}, "judge": {}}]
     apply_run_overrides(configs, ["model.base_url=http://127.0.0.1:9/v1", "judge.rpm=5", "run.shard_size=3"], tmp_path)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from prefray.engine.manifest import append_manifest
-from prefray.engine.ownership import LOCK_NAME, RunDirBusy, RunDirLock
+from prefray.engine.results.manifest import append_manifest
+from prefray.engine.flow.ownership import LOCK_NAME, RunDirBusy, RunDirLock
 from tests.conftest import ROOT, launch
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, metric_rows
-from prefray.engine.stats import (BootstrapSettings, Comparison, add_intervals, cluster_mean_ci, mean_intervals,
+from prefray.engine.results.stats import (BootstrapSettings, Comparison, add_intervals, cluster_mean_ci, mean_intervals,
                                   paired_comparisons, paired_delta_ci, paired_deltas, with_intervals)
 
 

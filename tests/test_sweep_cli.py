@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.sweep import SweepError, expand, group_options
+from prefray.engine.config.sweep import SweepError, expand, group_options
 from prefray.launch import conf_dir
 from tests.conftest import launch
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from prefray.engine.benchmark import metric_rows
-from prefray.engine.stats import DELTA_SCHEMA
-from prefray.engine.store import SHARD_SCHEMA, job_dir, write_shard
+from prefray.engine.results.stats import DELTA_SCHEMA
+from prefray.engine.results.store import SHARD_SCHEMA, job_dir, write_shard
 from prefray.view.data import PAGE_SIZE, Cell, CellQuery, RunData, strip_rationale
 from prefray.view.pages import cell_html, overview_html, unit_html
 

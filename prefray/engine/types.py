@@ -38,11 +38,11 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
     # Hard cap on output tokens, applied over any stage's max_tokens (e.g. for a slow local model).
     max_output_tokens: int | None = None
-    # Output tokens the model spends reasoning before its visible answer (see engine/output_budget.py).
+    # Output tokens the model spends reasoning before its visible answer (see engine/calls/output_budget.py).
     reasoning_tokens: int = 0
     serve: Literal["embedded", "fakellm"] | None = None
     # How calls are sent: "interactive" (one HTTP call each) or "batch" (the provider's batch API,
-    # answered within 24 h at a lower price; see engine/batch/). `run.tier` overrides every model.
+    # answered within 24 h at a lower price; see engine/calls/batch/). `run.tier` overrides every model.
     tier: Literal["interactive", "batch"] = "interactive"
     # Share of the price saved at the batch tier (0.5 = half price); null = the endpoint offers no
     # batch API, so `tier: batch` is refused for it.

@@ -19,7 +19,7 @@ import hashlib
 import json
 from typing import Any
 
-from prefray.engine.providers.schema_subset import stated_bounds
+from prefray.engine.calls.providers.schema_subset import stated_bounds
 
 
 def _sha(text: str) -> bytes:

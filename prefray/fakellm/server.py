@@ -333,7 +333,7 @@ def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:
 
 def _refused_keyword(schema: Any) -> str | None:
     """The first keyword Anthropic's structured output refuses in `schema`, if any."""
-    from prefray.engine.providers.schema_subset import REFUSED
+    from prefray.engine.calls.providers.schema_subset import REFUSED
 
     if isinstance(schema, list):
         return next((k for k in map(_refused_keyword, schema) if k), None)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.store import SHARD_SCHEMA, job_dir
+from prefray.engine.results.store import SHARD_SCHEMA, job_dir
 from prefray.view.index import PREVIEW_CHARS, SOURCE_COLUMNS, JobIndex, shard_files, signature, texts
 from prefray.view.index import load as load_index
 

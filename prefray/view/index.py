@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.store import SHARD_SCHEMA
+from prefray.engine.results.store import SHARD_SCHEMA
 
 RATIONALE_PATTERN = r'"rationale": "(?:[^"\\]|\\.)*"(, )?'
 PREVIEW_CHARS = 240

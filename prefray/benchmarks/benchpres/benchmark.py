@@ -20,9 +20,9 @@ from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_S
 from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, failure_counts, unmapped_contexts
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
-from prefray.engine.plots import ScatterSpec
+from prefray.engine.results.plots import ScatterSpec
 from prefray.engine.prompts import check_prompt_overrides, read_prompt
-from prefray.engine.stats import Comparison
+from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 PROMPTS = Path(__file__).parent / "prompts"

@@ -32,7 +32,7 @@ from prefray.benchmarks.cupid.scoring import (
 )
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
-from prefray.engine.stats import Comparison
+from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 HISTORIES = ("all", "oracle", "none")

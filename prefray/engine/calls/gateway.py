@@ -14,14 +14,14 @@ from typing import Any
 
 import ray
 
-from prefray.engine.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
-from prefray.engine.journal import AnswerJournal
-from prefray.engine.lanegate import LaneGate, refined_cause
-from prefray.engine.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
-from prefray.engine.paid import SENT, PaidLog
-from prefray.engine.providers import ProviderError, build_provider
-from prefray.engine.providers.base import TRUNCATION_REASONS
-from prefray.engine.retry import RetryPolicy
+from prefray.engine.money.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.flow.journal import AnswerJournal
+from prefray.engine.calls.lanegate import LaneGate, refined_cause
+from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
+from prefray.engine.money.paid import SENT, PaidLog
+from prefray.engine.calls.providers import ProviderError, build_provider
+from prefray.engine.calls.providers.base import TRUNCATION_REASONS
+from prefray.engine.calls.retry import RetryPolicy
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 NAMESPACE = "prefray"

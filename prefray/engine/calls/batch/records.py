@@ -99,7 +99,7 @@ def _safe(batch_id: str) -> str:
 
 def delivered_after(run_dir: Path) -> dict[str, float]:
     """Request key → latest `finished_at` among the run's stored rows (what rows already hold)."""
-    from prefray.engine.store import read_rows
+    from prefray.engine.results.store import read_rows
 
     latest: dict[str, float] = {}
     if not (Path(run_dir) / "shards").is_dir():

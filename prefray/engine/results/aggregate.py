@@ -12,10 +12,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
-from prefray.engine.paid import SENT, read_paid
-from prefray.engine.protocol_metrics import no_answer_units, outcome_metrics
-from prefray.engine.stats import add_intervals
-from prefray.engine.store import latest_attempts, read_rows
+from prefray.engine.money.paid import SENT, read_paid
+from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
+from prefray.engine.results.stats import add_intervals
+from prefray.engine.results.store import latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -63,7 +63,7 @@ NOT_STORED = "(not stored)"
 def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     """What was paid, by provider, model id and stage.
 
-    `paid` is the gateways' own record (engine/paid.py): every try sent to a provider, with the
+    `paid` is the gateways' own record (engine/money/paid.py): every try sent to a provider, with the
     usage it reported, stored row or not; its stage is that of the stored row with the same
     request (NOT_STORED when none was written). `cached` counts rows answered from the cache.
     Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
@@ -146,8 +146,8 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
                   seed: int = 0) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
-    from prefray.engine.agreement import judge_agreement, judge_values
-    from prefray.engine.report import print_summary, render_markdown
+    from prefray.engine.results.agreement import judge_agreement, judge_values
+    from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
     all_rows = read_rows(run_dir)
@@ -162,7 +162,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
     if plots:
-        from prefray.engine.plots import figure_specs, write_plots
+        from prefray.engine.results.plots import figure_specs, write_plots
 
         write_plots(run_dir, metrics, figure_specs(benchmarks))
     if not quiet:

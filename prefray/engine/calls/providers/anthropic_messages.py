@@ -7,9 +7,9 @@ from typing import Any
 
 import anthropic
 
-from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
-from prefray.engine.providers.schema_subset import anthropic_schema
-from prefray.engine.rate_headers import rate_headers_subset
+from prefray.engine.calls.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.calls.providers.schema_subset import anthropic_schema
+from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 # Sampling parameters the SDK's `create` does not take as arguments go in the request body.

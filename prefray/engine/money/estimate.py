@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.budget import call_cost, max_output_tokens
-from prefray.engine.dispatch import SimulatedGateways
-from prefray.engine.runner import RunSettings
-from prefray.engine.store import SHARD_SCHEMA
+from prefray.engine.money.budget import call_cost, max_output_tokens
+from prefray.engine.calls.dispatch import SimulatedGateways
+from prefray.engine.flow.runner import RunSettings
+from prefray.engine.results.store import SHARD_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
 
 
@@ -86,7 +86,7 @@ def _new_rows(scratch: Path, existing: set[str]) -> pa.Table:
 def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
              run_dir: Path, settings: dict[str, Any]) -> pa.Table:
     """The rows a run would add to `run_dir`, answered by the simulation."""
-    from prefray.engine.session import drive
+    from prefray.engine.flow.session import drive
 
     settings = dict(settings)
     ratio = float(settings.pop("output_ratio", 0.5))
@@ -196,4 +196,4 @@ def lane_minutes(rpm: float | None, tpm: float | None, calls: int, input_tokens:
     return max(bounds)
 
 
-from prefray.engine.estimate_table import print_estimate, write_estimate_csv  # noqa: E402,F401
+from prefray.engine.money.estimate_table import print_estimate, write_estimate_csv  # noqa: E402,F401

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prefray.engine.batch.results import anthropic_line, failed, missing, openai_line
-from prefray.engine.providers.base import sdk_errors
+from prefray.engine.calls.batch.results import anthropic_line, failed, missing, openai_line
+from prefray.engine.calls.providers.base import sdk_errors
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
@@ -57,7 +57,7 @@ class OpenAIBatches:
     def __init__(self, spec: ModelSpec, api_key: str):
         import openai
 
-        from prefray.engine.providers.openai_chat import OpenAIChat
+        from prefray.engine.calls.providers.openai_chat import OpenAIChat
 
         self.sdk = openai
         self.spec = spec
@@ -115,7 +115,7 @@ class AnthropicBatches:
     def __init__(self, spec: ModelSpec, api_key: str):
         import anthropic
 
-        from prefray.engine.providers.anthropic_messages import AnthropicMessages
+        from prefray.engine.calls.providers.anthropic_messages import AnthropicMessages
 
         self.sdk = anthropic
         self.spec = spec

@@ -71,7 +71,7 @@ def _lines(run_dir: Path):
 
 def load_replay(run_dir: Path) -> ReplayPool:
     """The journaled answers of `run_dir` minus those already stored in its shards."""
-    from prefray.engine.store import read_rows
+    from prefray.engine.results.store import read_rows
 
     entries = sorted(_lines(run_dir), key=lambda e: e["result"].get("finished_at", 0.0))
     if not entries:

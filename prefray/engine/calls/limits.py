@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator, Mapping
 import ray
 from aiolimiter import AsyncLimiter
 
-from prefray.engine.rate_headers import RateHeaders, read_rate_headers
+from prefray.engine.calls.rate_headers import RateHeaders, read_rate_headers
 
 # Window for the input-token bucket: large enough to admit one long prompt at once.
 TOKEN_WINDOW_S = 6.0

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefray.engine.batch.tier import tier_cost
-from prefray.engine.providers.base import (TRUNCATION_REASONS, ProviderError, ProviderReply, classify_status,
+from prefray.engine.calls.batch.tier import tier_cost
+from prefray.engine.calls.providers.base import (TRUNCATION_REASONS, ProviderError, ProviderReply, classify_status,
                                            is_context_overflow)
 from prefray.engine.types import CallResult, ModelSpec
 
@@ -50,7 +50,7 @@ def openai_line(spec: ModelSpec, line: dict[str, Any], started: float, finished:
     """One line of an OpenAI batch output or error file."""
     from openai.types.chat import ChatCompletion
 
-    from prefray.engine.providers.openai_chat import _reply
+    from prefray.engine.calls.providers.openai_chat import _reply
 
     response = line.get("response") or {}
     status = int(response.get("status_code") or 0)
@@ -78,7 +78,7 @@ def anthropic_line(spec: ModelSpec, line: dict[str, Any], started: float, finish
     """One line of an Anthropic message batch's results ({custom_id, result: {type, ...}})."""
     from anthropic.types import Message
 
-    from prefray.engine.providers.anthropic_messages import _reply
+    from prefray.engine.calls.providers.anthropic_messages import _reply
 
     result = line.get("result") or {}
     kind = result.get("type")

@@ -7,8 +7,8 @@ from typing import Any
 
 import openai
 
-from prefray.engine.providers.base import ProviderError, ProviderReply, sdk_errors
-from prefray.engine.rate_headers import rate_headers_subset
+from prefray.engine.calls.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.batch.tier import BatchSettings, TierError, apply_run_tier, batch_priced, tier_cost
+from prefray.engine.calls.batch.tier import BatchSettings, TierError, apply_run_tier, batch_priced, tier_cost
 
 
 def with_batch_tier(inner: Any, run_dir: Path, run: dict[str, Any]) -> Any:
     """Wrap a dispatcher so models in tier batch answer through their provider's batch API."""
-    from prefray.engine.batch.dispatcher import BatchTier
+    from prefray.engine.calls.batch.dispatcher import BatchTier
 
     return BatchTier(inner, Path(run_dir), BatchSettings.from_config(run))
 

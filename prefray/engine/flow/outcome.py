@@ -8,7 +8,7 @@ from typing import Sequence
 
 from prefray.engine.benchmark import Job
 from prefray.engine.failures import failure_class
-from prefray.engine.store import job_dir, latest_attempts, read_rows
+from prefray.engine.results.store import job_dir, latest_attempts, read_rows
 
 
 def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
@@ -40,7 +40,7 @@ def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_di
     """Per (benchmark, model, condition): later-stage units that were never built because the
     units they depend on have no answer. Found by planning the rerun against the simulated
     provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
-    from prefray.engine.estimate import simulate
+    from prefray.engine.money.estimate import simulate
 
     stored = set(read_rows(run_dir).column("unit_id").to_pylist())
     rows = simulate(jobs, benchmarks, instances, run_dir,

@@ -20,7 +20,7 @@ from urllib.parse import urlparse, urlunparse
 
 import ray
 
-from prefray.engine.gateway import NAMESPACE
+from prefray.engine.calls.gateway import NAMESPACE
 from prefray.engine.types import ModelSpec
 
 EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from prefray.engine.providers.base import ProviderError
+from prefray.engine.calls.providers.base import ProviderError
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from prefray.engine.aggregate import aggregate_run
-from prefray.engine.batch import with_batch_tier
+from prefray.engine.results.aggregate import aggregate_run
+from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.cache import ResponseCache, default_cache_path
-from prefray.engine.dispatch import Dispatcher, Gateways
-from prefray.engine.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
-from prefray.engine.gateway import NAMESPACE
-from prefray.engine.manifest import append_manifest
-from prefray.engine.progress import LiveProgress, watch_gateways
-from prefray.engine.runner import JobRunner, RunSettings, run_jobs
+from prefray.engine.money.cache import ResponseCache, default_cache_path
+from prefray.engine.calls.dispatch import Dispatcher, Gateways
+from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
+from prefray.engine.calls.gateway import NAMESPACE
+from prefray.engine.results.manifest import append_manifest
+from prefray.engine.flow.progress import LiveProgress, watch_gateways
+from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances
 def budget_actor(limit_usd: float | None) -> Any:
     if limit_usd is None:
         return None
-    from prefray.engine.budget import Budget
+    from prefray.engine.money.budget import Budget
 
     return Budget.remote(limit_usd)
 
@@ -107,8 +107,8 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
               run_settings: dict[str, Any] | None = None) -> int:
     """Own the run dir, run (or rerun) every job against real providers, write the metrics files;
-    return the exit code (see engine/exits.py)."""
-    from prefray.engine.ownership import RunDirBusy, RunDirLock
+    return the exit code (see engine/flow/exits.py)."""
+    from prefray.engine.flow.ownership import RunDirBusy, RunDirLock
 
     lock = RunDirLock(options.run_dir)
     try:
@@ -126,7 +126,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
 def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
                benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                run_settings: dict[str, Any] | None) -> int:
-    from prefray.engine.journal import clean_leftovers, fold_away, load_replay
+    from prefray.engine.flow.journal import clean_leftovers, fold_away, load_replay
 
     clean_leftovers(options.run_dir)
     replay = load_replay(options.run_dir)
@@ -162,7 +162,7 @@ def warn_budget(budget: Any) -> None:
         return
     import ray
 
-    from prefray.engine.budget import budget_warning
+    from prefray.engine.money.budget import budget_warning
 
     warning = budget_warning(ray.get(budget.state.remote()))
     if warning:
@@ -173,7 +173,7 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
                       instances: dict[int, Sequence[Any]]) -> int:
     """EXIT_OK if every unit of these jobs has an answer; else write incomplete.csv, print one line
     (counts by cause, later-stage units never built, the rerun command) and return EXIT_INCOMPLETE."""
-    from prefray.engine.outcome import missing_units, unbuilt_units, write_incomplete
+    from prefray.engine.flow.outcome import missing_units, unbuilt_units, write_incomplete
 
     missing = missing_units(options.run_dir, jobs)
     if not missing:

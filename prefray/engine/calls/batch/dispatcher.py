@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from prefray.engine.batch.clients import BatchClient, batch_client
-from prefray.engine.batch.records import BatchRecord, BatchStore, delivered_after, key_of
-from prefray.engine.batch.results import failed, missing
-from prefray.engine.batch.tier import BatchSettings, batch_priced
-from prefray.engine.budget import max_call_cost, skipped_for_budget
-from prefray.engine.providers import ProviderError
+from prefray.engine.calls.batch.clients import BatchClient, batch_client
+from prefray.engine.calls.batch.records import BatchRecord, BatchStore, delivered_after, key_of
+from prefray.engine.calls.batch.results import failed, missing
+from prefray.engine.calls.batch.tier import BatchSettings, batch_priced
+from prefray.engine.money.budget import max_call_cost, skipped_for_budget
+from prefray.engine.calls.providers import ProviderError
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 SUBMIT_ATTEMPTS = 4

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import AsyncIterator, Protocol
 
-from prefray.engine.rate_headers import rate_headers_subset
+from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
 
@@ -131,11 +131,11 @@ def connection_failure(exc: BaseException) -> str | None:
 
 def build_provider(spec: ModelSpec, api_key: str) -> Provider:
     if spec.provider == "openai":
-        from prefray.engine.providers.openai_chat import OpenAIChat
+        from prefray.engine.calls.providers.openai_chat import OpenAIChat
 
         return OpenAIChat(spec, api_key)
     if spec.provider == "anthropic":
-        from prefray.engine.providers.anthropic_messages import AnthropicMessages
+        from prefray.engine.calls.providers.anthropic_messages import AnthropicMessages
 
         return AnthropicMessages(spec, api_key)
     raise ValueError(f"model '{spec.name}': unknown provider '{spec.provider}' (openai | anthropic)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from prefray.engine.budget import call_cost
+from prefray.engine.money.budget import call_cost
 from prefray.engine.types import ModelSpec
 
 TIERS = ("interactive", "batch")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from prefray.engine.batch.tier import COMPLETION_WINDOW_H, tier_cost
+from prefray.engine.calls.batch.tier import COMPLETION_WINDOW_H, tier_cost
 
 
 @dataclass
@@ -24,7 +24,7 @@ class TierLine:
 
 def tier_lines(rows: Any, jobs: Sequence[Any]) -> list[TierLine]:
     """One line per model (provider and model id) from the estimate's simulated rows."""
-    from prefray.engine.estimate import min_minutes
+    from prefray.engine.money.estimate import min_minutes
 
     specs = {(s.provider, s.model_id): s for j in jobs for s in (j.model, *j.roles.values())}
     totals: dict[tuple[str, str], list[int]] = {}

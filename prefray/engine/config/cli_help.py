@@ -11,7 +11,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from prefray.engine.sweep import (all_options, benchmark_conditions, default_options, group_options, paper_judge,
+from prefray.engine.config.sweep import (all_options, benchmark_conditions, default_options, group_options, paper_judge,
                                   served_by_prefray)
 
 ENTRY_POINTS = ("plan", "rerun", "rejudge", "view")

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
-from prefray.engine.cache import ResponseCache, cache_key
-from prefray.engine.dispatch import Dispatcher
-from prefray.engine.output_budget import final_request
-from prefray.engine.progress import CALL_TAG, call_tag
-from prefray.engine.request_store import RequestStore
-from prefray.engine.store import job_dir, latest_attempts, read_rows, write_shard
+from prefray.engine.money.cache import ResponseCache, cache_key
+from prefray.engine.calls.dispatch import Dispatcher
+from prefray.engine.calls.output_budget import final_request
+from prefray.engine.flow.progress import CALL_TAG, call_tag
+from prefray.engine.results.request_store import RequestStore
+from prefray.engine.results.store import job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]

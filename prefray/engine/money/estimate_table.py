@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from prefray.engine.benchmark import Job
-    from prefray.engine.estimate import EstimateLine
+    from prefray.engine.money.estimate import EstimateLine
 
 ROW_COLUMNS = ["benchmark", "model", "stage", "answered_by", "judge", "calls", "cached", "input_tokens",
                "output_tokens", "output_budget", "cost_usd", "max_cost_usd"]
@@ -120,7 +120,7 @@ def print_estimate(lines: list[EstimateLine], out: Any = None) -> None:
 
 
 def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
-    """The batch tier's view (engine/batch/plan.tier_lines): each model's cost in both tiers."""
+    """The batch tier's view (engine/calls/batch/plan.tier_lines): each model's cost in both tiers."""
     columns = ["model", "tier", "calls", "interactive_usd", "batch_usd", "expected_latency"]
     rows = [{**asdict(line), "batch_usd": "no batch API" if line.batch_usd is None else line.batch_usd}
             for line in tier_lines]
@@ -132,7 +132,7 @@ def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
 
 def write_estimate_csv(lines: list[EstimateLine], path: str | Path) -> None:
     """Every field of every row, lane limits and bounds included."""
-    from prefray.engine.estimate import EstimateLine
+    from prefray.engine.money.estimate import EstimateLine
 
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(EstimateLine)])

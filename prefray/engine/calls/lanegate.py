@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from prefray.engine.providers import ProviderError
+from prefray.engine.calls.providers import ProviderError
 
 PROBE_CALLS = 2
 HOPELESS_AFTER = 3

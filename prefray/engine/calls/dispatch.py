@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prefray.engine.budget import call_cost, max_output_tokens
-from prefray.engine.gateway import get_gateway
-from prefray.engine.progress import CALL_TAG
+from prefray.engine.money.budget import call_cost, max_output_tokens
+from prefray.engine.calls.gateway import get_gateway
+from prefray.engine.flow.progress import CALL_TAG
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 
@@ -28,16 +28,16 @@ class Gateways:
     """One gateway actor per endpoint and key (created on first use), plus locally served endpoints."""
 
     budget: Any = None
-    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/paid.py)
-    replay: Any = None            # answers a killed launch received but never stored (engine/journal.py)
+    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/money/paid.py)
+    replay: Any = None            # answers a killed launch received but never stored (engine/flow/journal.py)
     handles: dict[str, Any] = field(default_factory=dict)
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
 
     async def _served(self, spec: ModelSpec) -> ModelSpec:
         """Start a locally served model's server once per run; the spec as this run reaches it."""
-        from prefray.engine.gateway import on_this_node
-        from prefray.engine.local_servers import get_local_server, host_port, served_spec
+        from prefray.engine.calls.gateway import on_this_node
+        from prefray.engine.calls.local_servers import get_local_server, host_port, served_spec
 
         address = host_port(spec.base_url)
         if address not in self.ready:

@@ -1,0 +1,1 @@
+"""Money: the run budget, the response cache, estimates, the ledger of paid tries."""

@@ -1,0 +1,1 @@
+"""Results: shards, the request store, aggregation, reports, figures, intervals, judge agreement, the manifest."""
