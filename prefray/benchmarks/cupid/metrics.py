@@ -293,14 +293,19 @@ def group_metrics(group: Group, judge: str) -> list[dict[str, Any]]:
     return out + parse_failures(group, judge)
 
 
-def cupid_metrics(rows: pa.Table) -> list[dict[str, Any]]:
-    """Long-format metric dicts per model × condition × sweep judge."""
+def cells(rows: pa.Table) -> list[tuple[str, str, str, Group]]:
+    """(model, condition, sweep judge, the model × condition's rows) for every cell, in order."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows.to_pylist():
         groups[(row["model"], row["condition"])].append(row)
     out = []
     for (model, condition), part in sorted(groups.items()):
         group = Group(part)
-        for judge in group.judges():
-            out += [{"model": model, "condition": condition, "judge": judge, **m} for m in group_metrics(group, judge)]
+        out += [(model, condition, judge, group) for judge in group.judges()]
     return out
+
+
+def cupid_metrics(rows: pa.Table) -> list[dict[str, Any]]:
+    """Long-format metric dicts per model × condition × sweep judge."""
+    return [{"model": model, "condition": condition, "judge": judge, **m}
+            for model, condition, judge, group in cells(rows) for m in group_metrics(group, judge)]

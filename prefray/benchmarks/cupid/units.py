@@ -9,12 +9,9 @@ instance scored as a model failure contributes its zeros; excluded instances con
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
-
 import pyarrow as pa
 
-from prefray.benchmarks.cupid.metrics import Group, generation_outcome, inference_outcome
+from prefray.benchmarks.cupid.metrics import Group, cells, generation_outcome, inference_outcome
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
 
@@ -42,14 +39,7 @@ def group_units(group: Group, judge: str) -> list[tuple[str, str, float]]:
 
 
 def cupid_unit_scores(rows: pa.Table) -> pa.Table:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows.to_pylist():
-        groups[(row["model"], row["condition"])].append(row)
-    out = []
-    for (model, condition), part in sorted(groups.items()):
-        group = Group(part)
-        for judge in group.judges():
-            out += [{"benchmark": "cupid", "model": model, "condition": condition, "judge": judge,
-                     "metric": metric, "cluster": cluster, "value": value}
-                    for metric, cluster, value in group_units(group, judge)]
+    out = [{"benchmark": "cupid", "model": model, "condition": condition, "judge": judge,
+            "metric": metric, "cluster": cluster, "value": value}
+           for model, condition, judge, group in cells(rows) for metric, cluster, value in group_units(group, judge)]
     return pa.Table.from_pylist(out, schema=UNIT_SCORE_SCHEMA)
