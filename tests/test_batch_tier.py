@@ -261,7 +261,7 @@ def test_failed_and_expired_batch_requests_are_rows_with_causes_that_rerun_finis
         run_cli, make_fake_server, tmp_path, interactive_metrics):
     server = make_fake_server("--batch-fail-rate", "0.3", "--batch-expire-first", "1")
     run_dir = tmp_path / "run"
-    run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}")
+    run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}", expect_code=3)
     first = rows(run_dir)
     assert {(r["stage"], r["status"], r["cause"]) for r in first} == {("generate", "failed", "timeout")}
     assert all("expired" in r["error"] for r in first)  # the first batch expired: nothing answered, nothing paid
@@ -271,8 +271,9 @@ def test_failed_and_expired_batch_requests_are_rows_with_causes_that_rerun_finis
     for _ in range(3):  # units first sent by a rerun meet the fake's first-arrival failures too
         done = subprocess.run([sys.executable, "-m", "prefray.rerun", str(run_dir), *FAST[1:]], cwd=ROOT,
                               capture_output=True, text=True, timeout=300, env=dict(os.environ))
-        assert done.returncode == 0, done.stderr
+        assert done.returncode in (0, 3), done.stderr   # 3: some units still without an answer
         causes |= {r["cause"] for r in rows(run_dir) if r["status"] == "failed"}
+    assert done.returncode == 0, done.stderr
     assert "server_error" in causes  # per-request failures were stored with their cause, then rerun
     stats = server.stats()
     stored = rows(run_dir)

@@ -242,5 +242,8 @@ def test_an_unmapped_cimemories_context_is_warned_and_counted_in_metrics_md(run_
     warnings = [line for line in done.stderr.splitlines() if "prefray: warning:" in line]
     assert len(warnings) == 1 and "'Florist | Order flowers'" in warnings[0]
     table = (run_dir / "metrics.md").read_text()
-    assert "| benchpres | fake | default | fake | unmapped_contexts | 1.000 | 2 | 0 |" in table
+    row = next(line for line in table.splitlines() if "| fake | unmapped_contexts |" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:6] == ["benchpres", "fake", "default", "fake", "unmapped_contexts", "1.000"]
+    assert cells[-3:-1] == ["2", "0"]   # n, excluded (before `complete`)
     assert "| MR[domain=education] |" in table and "| MR[domain=other] |" in table  # the alias found its domain

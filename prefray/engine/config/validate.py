@@ -127,6 +127,8 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
     limit_field = fields_of(TopConfig)["limit"]
     check_value("limit", cfg.get("limit"), rule_of(limit_field), out)
     for section, cls in SECTIONS.items():
+        if section == "judge" and cfg.get(section) is None:
+            continue  # no judge named: each benchmark is judged by its paper's judge (config.yaml)
         check_dataclass(section, cfg.get(section), cls, out)
     for group in OPTION_SECTIONS:
         values = cfg.get(group)
