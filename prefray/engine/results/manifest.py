@@ -98,9 +98,17 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
             raise ValueError(f"'{override}': only run.KEY (not run.dir) and model./judge.KEY for KEY in "
                              f"{', '.join(ENDPOINT_KEYS)} can change on a rerun")
         for cfg in configs:
-            cfg[section][name] = yaml.safe_load(value)
+            _set_dotted(cfg[section], name, yaml.safe_load(value))
     for cfg in configs:
         cfg["run"]["dir"] = str(run_dir)
+
+
+def _set_dotted(section: dict[str, Any], name: str, value: Any) -> None:
+    """`batch.max_age_s` sets section["batch"]["max_age_s"] (nested settings such as run.batch.*)."""
+    *parents, leaf = name.split(".")
+    for parent in parents:
+        section = section.setdefault(parent, {})
+    section[leaf] = value
 
 
 # Settings that decide what a stored unit means: resuming with other values would mix answers.
