@@ -171,8 +171,9 @@ class JobRunner:
             version = flow.version
             partial = StageContext(self.job, self.instances,
                                    {**context.results, **{name: flow.rows(name, self) for name in inputs}})
-            units = [u for u in stage.build(partial) if unit_id(self.job, stage, judge, u) not in seen]
-            seen.update(unit_id(self.job, stage, judge, u) for u in units)
+            fresh = {unit_id(self.job, stage, judge, u): u for u in stage.build(partial)}
+            units = [u for uid, u in fresh.items() if uid not in seen]
+            seen.update(fresh)
             pending = [] if self._skip_sending(stage) else self.pending_units(stage, judge, units, states)
             finished += len(units) - len(pending)
             for i in range(0, len(pending), size):
