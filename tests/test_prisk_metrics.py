@@ -283,3 +283,118 @@ def test_unit_scores_are_clustered_by_persona_and_query_and_average_to_the_metri
     assert pis == {("p1|a1", 100.0), ("p2|a1", 0.0), ("p1|s1", 0.0)}
     got = values(SYCOPHANCY.metrics(table(rows), {}))
     assert got[("profile", "SYC_score")][0] == pytest.approx(sum(v for _, v in scores) / 3)
+
+
+# ---------------------------------------------------------------- narrowing confidence intervals
+
+def narrowing_design(queries: int = 12, personas: int = 4, samples: int = 3, seed: int = 5):
+    """Random narrowing rows (base + profile) with an identity merge, and every value recomputed
+    here from the options drawn: {(condition, metric): [(cluster, value)]}."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pool = ["kiwi", "mango", "lemon", "grape", "melon", "peach", "guava"]
+    rows, offered, expected = [], {}, {}
+    for q in range(queries):
+        item = f"q{q}"
+        for condition, persona in [("base", "")] + [("profile", f"p{u}") for u in range(personas)]:
+            for s in range(samples):
+                size = int(rng.integers(1, 4 if condition == "profile" else 6))
+                options = [str(o) for o in rng.choice(pool, size=size, replace=False)]
+                rows += answer(condition, persona, item, s, options)
+                offered.setdefault((condition, persona, item), []).append({canonical_option(o) for o in options})
+        keys = sorted(set().union(*(c for (_, _, i), cs in offered.items() if i == item for c in cs)))
+        rows.append(row("merge", "factorial", item, item=item, value={"same_as": list(range(1, len(keys) + 1))},
+                        meta={"keys": keys, "wording": keys}))
+        useful = {}
+        for u in range(personas):
+            flags = [bool(f) for f in rng.uniform(size=len(keys)) < 0.5]
+            flags[int(rng.integers(len(keys)))] = True                   # A(u, q) is never empty
+            useful[f"p{u}"] = {k for k, f in zip(keys, flags) if f}
+            rows.append(row("useful", "factorial", f"p{u}--{item}", item=item, value={"useful": flags},
+                            meta={"items": keys, "profile_id": f"p{u}", "attributes": {}}))
+        base_sizes = [len(c) for c in offered[("base", "", item)]]
+        for (condition, persona, i), cs in offered.items():
+            if i != item:
+                continue
+            cluster = f"{persona}|{item}"
+            expected.setdefault((condition, "NAR_CR"), []).extend((cluster, len(c) / len(keys)) for c in cs)
+            against = [persona] if persona else sorted(useful)
+            expected.setdefault((condition, "NAR_UIR"), []).extend(
+                (cluster, len(c & useful[p]) / len(useful[p])) for c in cs for p in against)
+            ratio = (sum(map(len, cs)) / len(cs)) / (sum(base_sizes) / len(base_sizes))
+            expected.setdefault((condition, "NAR_RelCR"), []).append((cluster, ratio))
+    return table(rows), expected
+
+
+def test_narrowing_unit_scores_are_the_values_behind_each_metric():
+    rows, expected = narrowing_design(queries=3, personas=2, samples=2)
+    units: dict[tuple[str, str], list] = {}
+    for u in NARROWING.unit_scores(rows, {}).to_pylist():
+        units.setdefault((u["condition"], u["metric"]), []).append((u["cluster"], u["value"]))
+    metrics = values(NARROWING.metrics(rows, {}))
+    for key, pairs in expected.items():
+        assert sorted((c, round(v, 12)) for c, v in units[key]) == sorted((c, round(v, 12)) for c, v in pairs), key
+        assert metrics[key][0] == pytest.approx(sum(v for _, v in pairs) / len(pairs)), key
+    # a base answer scored against each persona's A(u, q) keeps its query as its one cluster
+    assert {c for c, _ in units[("base", "NAR_UIR")]} == {"|q0", "|q1", "|q2"}
+    assert len(units[("base", "NAR_UIR")]) == 3 * 2 * 2                 # queries × samples × personas
+
+
+def _numpy_bootstrap(groups_a: dict, groups_b: dict | None, n_resamples: int, seed: int) -> tuple[float, float]:
+    """Percentile interval of Σ/Σ over resampled groups (A − B on the same draws when B is given)."""
+    import numpy as np
+
+    ids = sorted(groups_a)
+    def totals(groups):
+        return (np.array([sum(groups[i]) for i in ids], float), np.array([len(groups[i]) for i in ids], float))
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_resamples, len(ids)))
+    sums, sizes = totals(groups_a)
+    stat = sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
+    if groups_b is not None:
+        sums_b, sizes_b = totals(groups_b)
+        stat = stat - sums_b[draws].sum(axis=1) / sizes_b[draws].sum(axis=1)
+    return tuple(np.percentile(stat, [2.5, 97.5]))
+
+
+def _grouped(pairs, key=lambda cluster: cluster) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for cluster, value in pairs:
+        out.setdefault(key(cluster), []).append(value)
+    return out
+
+
+def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
+    from prefray.engine.results.stats import BootstrapSettings, mean_intervals, paired_comparisons, with_intervals
+
+    rows, expected = narrowing_design()
+    boot = BootstrapSettings(n_resamples=20000, seed=1)
+    metrics = NARROWING.metrics(rows, {})
+    with_ci = {(r["condition"], r["metric"]): r for r in
+               with_intervals(metrics, rows, {"b": NARROWING}, {}, boot).to_pylist()}
+    for condition in ("base", "profile"):
+        for name in ("NAR_CR", "NAR_UIR", "NAR_RelCR"):
+            r = with_ci[(condition, name)]
+            assert r["ci_low"] is not None and r["ci_low"] <= r["value"] <= r["ci_high"], (condition, name, r)
+    assert with_ci[("base", "NAR_RelCR")]["ci_low"] == with_ci[("base", "NAR_RelCR")]["ci_high"] == 1.0
+    assert with_ci[("profile", "NAR_RelCR")]["ci_low"] < with_ci[("profile", "NAR_RelCR")]["ci_high"]
+    intervals = {(r["condition"], r["metric"]): r for r in
+                 mean_intervals(NARROWING.unit_scores(rows, {}), boot).to_pylist()}
+    for key in (("profile", "NAR_CR"), ("profile", "NAR_UIR"), ("profile", "NAR_RelCR"), ("base", "NAR_UIR")):
+        low, high = _numpy_bootstrap(_grouped(expected[key]), None, 20000, seed=99)
+        assert (intervals[key]["ci_low"], intervals[key]["ci_high"]) == (pytest.approx(low, abs=0.01),
+                                                                         pytest.approx(high, abs=0.01)), key
+    assert intervals[("profile", "NAR_CR")]["clusters"] == 12 * 4        # persona–query pairs
+    # profile − base, paired on the query: every persona of a query is drawn with its base answers
+    deltas = {(r["a"], r["metric"]): r for r in
+              paired_comparisons(NARROWING.unit_scores(rows, {}), {"prisk_narrowing": NARROWING}, boot).to_pylist()}
+    for name in ("NAR_CR", "NAR_UIR", "NAR_RelCR"):
+        delta = deltas[("profile", name)]
+        by_query = lambda c: c.split("|")[1]
+        a, b = _grouped(expected[("profile", name)], by_query), _grouped(expected[("base", name)], by_query)
+        assert delta["delta"] == pytest.approx(with_ci[("profile", name)]["value"] - with_ci[("base", name)]["value"])
+        assert delta["clusters"] == 12 and delta["compared"] == "condition" and delta["b"] == "base"
+        low, high = _numpy_bootstrap(a, b, 20000, seed=99)
+        assert (delta["ci_low"], delta["ci_high"]) == (pytest.approx(low, abs=0.01), pytest.approx(high, abs=0.01))
+    # the design offers fewer options under profile (1–3 vs 1–5 per answer): CR falls, its CI excludes 0
+    assert deltas[("profile", "NAR_CR")]["ci_high"] < 0

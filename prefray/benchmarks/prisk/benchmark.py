@@ -8,17 +8,23 @@ import pyarrow as pa
 
 from prefray.benchmarks.prisk.data import Instance, Item, load_instances
 from prefray.benchmarks.prisk.metrics import (
-    failure_metrics, records, relative_to_base, route_metrics, unit_rows, without_units,
+    failure_metrics, query_of, records, relative_to_base, route_metrics, unit_rows, without_units,
 )
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, DataError, Job, Stage, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
+from prefray.engine.results.stats import Comparison
+
+
+PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 
 
 class PriskBenchmark:
     """One PRISK sub-benchmark; subclasses set `kind` and add item meta, scoring stages, metrics."""
 
     kind = ""
+    # each personalized condition − base, paired on the query (a base answer serves every persona)
+    comparisons = [Comparison("condition", c, "base", pair_on=query_of) for c in PERSONALIZED]
 
     def __init__(self, name: str):
         self.name = name

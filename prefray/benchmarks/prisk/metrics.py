@@ -51,7 +51,19 @@ UNITS = "_units"
 
 def cluster_of(rec: dict[str, Any]) -> str:
     """The independent unit of PRISK: a persona–query pair (the query alone for a base answer)."""
-    return f"{rec['meta'].get('profile_id', '')}|{rec['item']}"
+    return cluster_key(rec["meta"].get("profile_id", ""), rec["item"])
+
+
+def cluster_key(persona: str, item: str) -> str:
+    """`persona|item`; `|item` for a value with no persona (a base answer stands for its query, so the
+    values one base answer gives against several personas stay in one cluster)."""
+    return f"{persona}|{item}"
+
+
+def query_of(cluster: str) -> str:
+    """The query of a cluster: what a personalized condition and `base` share, so their paired
+    differences resample queries (every persona of a query with the query's base answers)."""
+    return cluster.split("|", 1)[-1]
 
 
 def without_units(values: list[dict[str, Any]]) -> list[dict[str, Any]]:

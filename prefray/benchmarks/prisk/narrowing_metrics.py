@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
-from prefray.benchmarks.prisk.metrics import Split, fisher_split, metric
+from prefray.benchmarks.prisk.metrics import Split, cluster_key, fisher_split, metric
 from prefray.engine.failures import is_model_failure
 
 
@@ -95,9 +95,9 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
     head = {"model": model, "condition": condition, "judge": ""}
     scored = [r for r in rows if r["C"] is not None]
     cr = [sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
-    out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored))}]
+    out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored), [cluster_key(r["persona"], r["item"]) for r in scored])}]
     out.append({**head, **_relcr(scored, base)})
-    uir, incidences, missing = [], [], 0
+    uir, uir_units, incidences, missing = [], [], [], 0
     personas_of: dict[str, list[str]] = {}
     for persona, item in sorted(useful):
         personas_of.setdefault(item, []).append(persona)
@@ -109,9 +109,10 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
                 missing += 1
             elif a:
                 uir.append(sets.useful_recall(r["C"], a))
+                uir_units.append(cluster_key(r["persona"], r["item"]))  # a base answer: its query, whatever the persona
                 if r["persona"]:
                     incidences += [(attributes, item not in r["C"]) for item in sorted(a)]
-    out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing)})
+    out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing, uir_units)})
     for split in splits:
         result = fisher_split([(split.member(attrs), excluded) for attrs, excluded in incidences])
         if result is not None:
@@ -131,6 +132,7 @@ def _relcr(scored: list[dict], base: list[dict]) -> dict[str, Any]:
     groups: dict[tuple[str, str], list[int]] = {}
     for r in scored:
         groups.setdefault((r["persona"], r["item"]), []).append(len(r["C"]))
-    ratios = [sets.relative_coverage(sizes, base_sizes.get(item, [])) for (_, item), sizes in sorted(groups.items())]
-    kept = [x for x in ratios if x == x]
-    return metric("NAR_RelCR", kept, len(ratios) - len(kept))
+    ratios = [(cluster_key(persona, item), sets.relative_coverage(sizes, base_sizes.get(item, [])))
+              for (persona, item), sizes in sorted(groups.items())]
+    kept = [(unit, x) for unit, x in ratios if x == x]
+    return metric("NAR_RelCR", [x for _, x in kept], len(ratios) - len(kept), [unit for unit, _ in kept])

@@ -19,7 +19,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -168,11 +168,17 @@ def paired_deltas(scores: pa.Table, column: str, a: str, b: str,
 @dataclass(frozen=True)
 class Comparison:
     """A − B along one key, e.g. Comparison("condition", "defense", "default") or, across models,
-    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2")."""
+    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2").
+
+    `pair_on` maps a cluster to the coarser unit both sides share, for a B whose units stand for
+    several of A's (PRISK: a base answer to a query stands for every persona of that query, so
+    personalized − base pairs on the query). Both sides' units are then grouped by it, and each
+    resample draws whole groups: the estimate is still Σ values ÷ Σ units per side."""
 
     column: str
     a: str
     b: str
+    pair_on: Callable[[str], str] | None = None
 
 
 DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("compared", pa.string()),
@@ -220,16 +226,24 @@ def comparisons_of(benchmark: Any, scores: pa.Table) -> list[Comparison]:
 def paired_comparisons(scores: pa.Table, benchmarks: dict[str, Any],
                        boot: BootstrapSettings = BootstrapSettings()) -> pa.Table:
     """Every comparison of every benchmark with per-unit scores (DELTA_SCHEMA); the compared key's
-    own column is empty and `compared` names it."""
+    own column is empty and `compared` names it; `clusters` counts the paired units (the groups of
+    `pair_on` where a comparison sets it)."""
     import pyarrow.compute as pc
 
     out = []
     for name in sorted(set(scores["benchmark"].to_pylist())):
         part = scores.filter(pc.equal(scores["benchmark"], name))
         for comparison in comparisons_of(benchmarks.get(name), part):
-            for row in paired_deltas(part, comparison.column, comparison.a, comparison.b, boot).to_pylist():
+            paired = part if comparison.pair_on is None else regrouped(part, comparison.pair_on)
+            for row in paired_deltas(paired, comparison.column, comparison.a, comparison.b, boot).to_pylist():
                 out.append({**row, comparison.column: "", "compared": comparison.column})
     return pa.Table.from_pylist(out, schema=DELTA_SCHEMA)
+
+
+def regrouped(scores: pa.Table, pair_on: Callable[[str], str]) -> pa.Table:
+    """`scores` with every cluster replaced by `pair_on(cluster)`."""
+    clusters = pa.array([pair_on(c) for c in scores["cluster"].to_pylist()], pa.string())
+    return scores.set_column(scores.schema.get_field_index("cluster"), "cluster", clusters)
 
 
 def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
