@@ -447,3 +447,60 @@ def test_sweep_over_every_condition_equals_independent_expectation(run_cli, fake
     assert ("no_preferences", "completeness_delta") not in metrics
     # 5 preferences per instance: 4 judged, the nickname matched; one completeness call per response
     assert fake_server.stats()["requests"] == 3 * LIMIT * SAMPLES * (1 + 4 + 1)
+    assert_nickname_spans_stored(shards)
+
+
+def assert_nickname_spans_stored(shards):
+    """Every answered generation row stores its nickname decision: the span and offset where the
+    quoted name occurs in the answer (found here with str.find), nothing when it does not."""
+    seen = {True: 0, False: 0}
+    for r in shards:
+        if r["stage"] != "generate":
+            continue
+        meta = json.loads(r["meta_json"])
+        nicks = {str(i): re.search(r"'([^']+)'", p["statement"]).group(1)
+                 for i, p in enumerate(meta["preferences"]) if p["category"] == "nickname"}
+        if not nicks:                                      # no_preferences: nothing to decide
+            assert r["parsed_json"] is None, r["condition"]
+            continue
+        stored = json.loads(r["parsed_json"])["nicknames"]
+        assert set(stored) == set(nicks)
+        for index, name in nicks.items():
+            at = r["text"].find(name)
+            present = at >= 0 and not (r["text"][at - 1:at].isalnum() or r["text"][at + len(name):][:1].isalnum())
+            expected = {"nickname": name, "span": name, "start": at} if present else \
+                {"nickname": name, "span": None, "start": None}
+            assert stored[index] == expected, (r["text"], stored)
+            seen[present] += 1
+    assert seen[True] > 0 and seen[False] > 0, seen        # both cases occur in this run
+
+
+def test_the_stored_nickname_decision_is_the_one_the_metrics_read():
+    from prefray.benchmarks.benchpres.benchmark import read_nicknames
+    from prefray.benchmarks.benchpres.tables import decisions
+    from prefray.engine.types import ChatRequest, WorkUnit
+
+    prefs = [{"statement": "Call me 'Captain Jo'.", "g": True, "category": "nickname", "nickname": "Captain Jo"},
+             {"statement": "I like short answers.", "g": False, "category": "style"}]
+    unit = WorkUnit("i", ChatRequest(messages=()), meta={"preferences": prefs})
+    assert read_nicknames(unit, "Dear Captain Jo, here") == {
+        "nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 5}}}
+    assert read_nicknames(unit, "Dear captain jo") == {"nicknames": {"0": {"nickname": "Captain Jo", "span": None,
+                                                                           "start": None}}}
+    assert read_nicknames(WorkUnit("i", ChatRequest(messages=()), meta={"preferences": prefs[1:]}), "x") is None
+
+    def generation(text, stored):
+        base = {name: None for name in SHARD_SCHEMA.names}
+        return {**base, "unit_id": "generate/i/0", "attempt": 1, "benchmark": "benchpres", "model": "m",
+                "condition": "c", "stage": "generate", "role": "subject", "judge": "", "cause": "",
+                "instance_id": "i", "item": "", "sample": 0, "status": "ok", "text": text,
+                "meta_json": json.dumps({"domain": "d", "preferences": prefs}),
+                "parsed_json": None if stored is None else json.dumps(stored)}
+
+    # the stored decision is what counts (here it disagrees with the text, to show which one is read)
+    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 0}}}
+    rows = pa.Table.from_pylist([generation("no name here", stored)], schema=SHARD_SCHEMA)
+    assert [(d["z"], d["evidence"]) for d in decisions(rows).to_pylist()] == [(True, "Captain Jo")]
+    # a row stored before decisions were recorded: the same rule, applied to its text
+    rows = pa.Table.from_pylist([generation("Hi Captain Jo!", None)], schema=SHARD_SCHEMA)
+    assert [(d["z"], d["evidence"]) for d in decisions(rows).to_pylist()] == [(True, "Captain Jo")]

@@ -213,3 +213,22 @@ def test_a_moved_run_dir_keeps_working(tmp_path):
     assert "answer number 1" in unit_html(RunData(tmp_path / "a"), CELL, "gen1")  # builds .view/
     (tmp_path / "a").rename(tmp_path / "b")
     assert "answer number 1" in unit_html(RunData(tmp_path / "b"), CELL, "gen1")
+
+
+def test_transcript_shows_the_stored_nickname_decision(tmp_path):
+    build_run(tmp_path)
+    text = f"Dear <Jo> and Jo, {EVIL}"
+    found = {"nicknames": {"4": {"nickname": "Jo", "span": "Jo", "start": 14}}}
+    absent = {"nicknames": {"4": {"nickname": "Jo", "span": None, "start": None}}}
+    write_shard(job_dir(tmp_path, "bench", "m", "c"), "generate", [
+        _row(unit_id="nick-yes", stage="generate", role="subject", judge="", instance_id="q1", sample=0, text=text,
+             parsed_json=json.dumps(found)),
+        _row(unit_id="nick-no", stage="generate", role="subject", judge="", instance_id="q2", sample=0,
+             text="Dear friend", parsed_json=json.dumps(absent))])
+    page = unit_html(RunData(tmp_path), CELL, "nick-yes")
+    # the stored span (the second "Jo", at 14) is marked in the answer; the rest stays escaped
+    assert 'Dear &lt;Jo&gt; and <mark class="nickname">Jo</mark>, &lt;script&gt;' in page
+    assert "nickname <b>Jo</b>: matched <mark>Jo</mark> at character 14 (applied)" in page
+    assert EVIL not in page
+    page = unit_html(RunData(tmp_path), CELL, "nick-no")
+    assert "nickname <b>Jo</b>: not in the answer (not applied)" in page and "<mark" not in page

@@ -76,6 +76,10 @@ class Stage:
     to it (a judge unit needs its one answer), so `build` may be called on the rows stored so far
     and the stage starts sending while its inputs still run; `build` must then return, for the
     rows it is given, the same units it returns for the full set.
+    `read` (for a stage without `parse`) derives a decision from an answer and its unit, e.g. an
+    exact match against a name in the unit's meta; it never fails and asks nothing again. Its value
+    (None: nothing to record) is stored as the row's `parsed_json` with the answer, so the metrics
+    read the decision made when the answer arrived.
     """
 
     name: str
@@ -85,6 +89,7 @@ class Stage:
     example_answer: str | None = None
     inputs: tuple[str, ...] | None = None
     per_unit: bool = False
+    read: Callable[[WorkUnit, str], Any] | None = None
 
 
 class Benchmark(Protocol):

@@ -205,7 +205,8 @@ def _row_block(cell: Cell, row: dict[str, Any], requests: dict[str, dict[str, An
              f'<h3>{link(unit_url(cell, row["unit_id"]), title)} {status(row["status"])}</h3>',
              "<details><summary class=\"muted\">messages sent</summary>" if not current else "<h4>messages sent</h4>",
              _messages_html(requests.get(row["request_hash"])), "</details>" if not current else "",
-             "<h4>answer</h4>", f'<pre class="answer">{esc(row["text"])}</pre>']
+             "<h4>answer</h4>", f'<pre class="answer">{_marked_answer(row["text"], _spans(value))}</pre>']
+    parts += _nickname_lines(value)
     if value is not None:
         shown = esc(json.dumps(value, ensure_ascii=False))
         parts.append(f'<div>verdict / parsed: <code class="verdict">{shown}</code></div>')
@@ -214,6 +215,40 @@ def _row_block(cell: Cell, row: dict[str, Any], requests: dict[str, dict[str, An
     parts += ["<details><summary class=\"muted\">tokens, cost, latency, tries, cause …</summary>" if not current
               else "<h4>call</h4>", _facts(row), "</details>" if not current else "", "</section>"]
     return "".join(parts)
+
+
+def _stored_nicknames(value: Any) -> list[dict[str, Any]]:
+    """The nickname decisions a generation row stores ({"nicknames": {index: {...}}}), if any."""
+    found = value.get("nicknames") if isinstance(value, dict) else None
+    return [d for _, d in sorted(found.items()) if isinstance(d, dict)] if isinstance(found, dict) else []
+
+
+def _spans(value: Any) -> list[tuple[int, int]]:
+    return [(d["start"], d["start"] + len(d["span"])) for d in _stored_nicknames(value)
+            if isinstance(d.get("start"), int) and isinstance(d.get("span"), str)]
+
+
+def _marked_answer(text: str | None, spans: list[tuple[int, int]]) -> str:
+    """The answer, escaped, with each stored span wrapped in <mark>."""
+    text, out, at = text or "", [], 0
+    for start, end in sorted(spans):
+        if start < at or end > len(text):
+            continue
+        out += [esc(text[at:start]), f'<mark class="nickname">{esc(text[start:end])}</mark>']
+        at = end
+    return "".join(out) + esc(text[at:])
+
+
+def _nickname_lines(value: Any) -> list[str]:
+    lines = []
+    for d in _stored_nicknames(value):
+        name = esc(d.get("nickname"))
+        if d.get("span") is None:
+            lines.append(f'<div class="nickname">nickname <b>{name}</b>: not in the answer (not applied)</div>')
+        else:
+            lines.append(f'<div class="nickname">nickname <b>{name}</b>: matched <mark>{esc(d["span"])}</mark> '
+                         f'at character {esc(d.get("start"))} (applied)</div>')
+    return lines
 
 
 def _about(row: dict[str, Any]) -> str:

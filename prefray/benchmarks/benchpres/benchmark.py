@@ -15,8 +15,8 @@ from prefray.benchmarks.benchpres.conditions import apply_condition
 from prefray.benchmarks.benchpres.data import Instance, load_instances
 from prefray.benchmarks.benchpres.metrics import benchpres_metrics, completeness_metrics
 from prefray.benchmarks.benchpres.render import context_key, memory_layout
-from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_of, parse_score,
-                                                  parse_verdict)
+from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_decisions,
+                                                  nickname_of, parse_score, parse_verdict)
 from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, failure_counts, unmapped_contexts
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
@@ -62,7 +62,8 @@ class BenchPreS:
 
     def stages(self, job: Job) -> list[Stage]:
         return [
-            Stage("generate", self._generation_units),
+            # the nickname decision is made as each answer arrives and stored with it (parsed_json)
+            Stage("generate", self._generation_units, read=read_nicknames),
             # Each verdict needs only its own answer: judging starts as answers arrive, beside completeness.
             Stage("judge", self._judge_units, role="judge", parse=parse_verdict, inputs=("generate",), per_unit=True),
             Stage("completeness", self._completeness_units, role="judge", parse=parse_score,
@@ -112,6 +113,13 @@ class BenchPreS:
         values = (benchpres_metrics(decisions(rows)) + completeness_metrics(completeness_scores(rows), baseline)
                   + failure_counts(rows) + unmapped_contexts(rows))
         return metric_rows([{"benchmark": self.name, **r} for r in values])
+
+
+def read_nicknames(unit: WorkUnit, text: str) -> dict[str, Any] | None:
+    """The generation row's stored decision: {"nicknames": {preference index: {"nickname", "span",
+    "start"}}} (span and start None when the nickname is absent); None without a nickname preference."""
+    decided = nickname_decisions(unit.meta.get("preferences", []), text or "")
+    return {"nicknames": decided} if decided else None
 
 
 def _generation_meta(inst: Instance) -> dict[str, Any]:

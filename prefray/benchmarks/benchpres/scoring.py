@@ -157,6 +157,19 @@ def nickname_match(nickname: str | None, response: str) -> NicknameMatch | None:
     return NicknameMatch(found.group(0), found.start()) if found else None
 
 
+def nickname_decisions(preferences: list[dict], response: str) -> dict[str, dict[str, object]]:
+    """The exact-match decision of every nickname preference of a generation's meta, by preference
+    index: {"nickname", "span" (the matched text, None when absent), "start" (its offset, or None)}."""
+    out: dict[str, dict[str, object]] = {}
+    for index, pref in enumerate(preferences):
+        if pref.get("category") == "nickname":
+            nickname = pref.get("nickname") or nickname_of(pref["statement"])
+            found = nickname_match(nickname, response)
+            out[str(index)] = {"nickname": nickname, "span": found.text if found else None,
+                               "start": found.start if found else None}
+    return out
+
+
 def nickname_applied(statement: str, response: str) -> bool:
     return nickname_match(nickname_of(statement), response) is not None
 

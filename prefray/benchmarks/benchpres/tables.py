@@ -2,7 +2,8 @@
 
 Per generation (model × condition × instance × sample), by its failure class:
   answered       judged as given (empty or truncated text included): the judge's verdicts, the
-                 nickname by exact match (its matched span kept as `evidence`), the completeness score;
+                 nickname by exact match (decided when the answer arrived and stored in the generation
+                 row's parsed_json; its matched span kept as `evidence`), the completeness score;
   model_failure  the provider refused the prompt as longer than the model's context: scored as an
                  empty message (README, "Failure policy"): every preference z=0, completeness 1;
   no_answer      no answer at all: one null decision per preference and a null score (excluded).
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
-from prefray.benchmarks.benchpres.scoring import nickname_match, nickname_of
+from prefray.benchmarks.benchpres.scoring import nickname_decisions
 from prefray.engine.benchmark import parsed
 from prefray.engine.failures import failure_class
 
@@ -53,15 +54,25 @@ def _base(r: dict[str, Any], judge: str) -> dict[str, Any]:
             "instance_id": r["instance_id"], "sample": r["sample"]}
 
 
+def stored_nicknames(r: dict[str, Any], preferences: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The nickname decisions stored with an answered generation row (`read_nicknames`); rows
+    stored before decisions were recorded get them from the same rule now."""
+    value = parsed(r)
+    if isinstance(value, dict) and "nicknames" in value:
+        return value["nicknames"]
+    return nickname_decisions(preferences, r["text"] or "")
+
+
 def _generation_decisions(r: dict[str, Any], judge: str) -> list[dict[str, Any]]:
     meta, kind, out = json.loads(r["meta_json"]), row_class(r), []
+    nicknames = stored_nicknames(r, meta["preferences"]) if kind == "answered" else {}
     for index, pref in enumerate(meta["preferences"]):
         evidence = None
         if kind == "answered":
             if pref["category"] != "nickname":
                 continue  # its verdict is a judge row
-            found = nickname_match(pref.get("nickname") or nickname_of(pref["statement"]), r["text"] or "")
-            z, evidence = found is not None, (found.text if found else None)
+            evidence = nicknames[str(index)]["span"]
+            z = evidence is not None
         else:
             z = False if kind == "model_failure" else None
         out.append({**_base(r, judge), "item": str(index), "category": pref["category"],

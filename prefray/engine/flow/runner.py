@@ -198,6 +198,8 @@ class JobRunner:
         parsed: list[Any] = [None] * len(results)
         if stage.parse is not None:
             await self._parse_with_one_retry(stage, spec, requests, results, parsed)
+        elif stage.read is not None:
+            parsed = [stage.read(p.unit, r.text) if r.status == "ok" else None for p, r in zip(shard, results)]
         if self.settings.cache is not None and self.settings.write_cache:
             self.settings.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
         rows = [self._row(stage, spec, judge, p, request, result, value)
