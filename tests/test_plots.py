@@ -95,3 +95,76 @@ def test_a_family_of_negative_values_keeps_zero_on_its_scale():
     table = _metrics([{"benchmark": "b", "model": "m", "condition": "c", "metric": "AAR-MR", "value": -0.25, "n": 5}])
     low, high = family_scales(table)[("b", "AAR-MR")]
     assert low == pytest.approx(-0.25 - 0.02) and high == pytest.approx(0.02)
+
+
+def _text_order(svg: str, labels: list[str]) -> list[int]:
+    """Where each label first appears as a whole SVG text element."""
+    return [svg.index(f">{label}<") for label in labels]
+
+
+def test_benchpres_main_figure_follows_the_paper_axes_with_the_diagonal_and_ideal_point(tmp_path):
+    from prefray.benchmarks.benchpres import BENCHMARK
+
+    spec = figure_specs({"benchpres": BENCHMARK})["benchpres"][0]
+    assert (spec.x, spec.y, spec.diagonal, spec.ideal) == ("MR", "AAR", True, (0.0, 1.0))  # paper Figure 1
+    rows = [{"benchmark": "benchpres", "model": "m", "condition": c, "metric": name, "value": v, "n": 6,
+             "ci_low": v - 0.1, "ci_high": v + 0.1}
+            for c, mr, aar in (("default", 0.6, 0.7), ("defense", 0.2, 0.5)) for name, v in (("MR", mr), ("AAR", aar))]
+    write_plots(tmp_path, _metrics(rows), {"benchpres": [spec]})
+    svg = (tmp_path / "plots" / "benchpres__AAR_vs_MR.svg").read_text()
+    assert "> y = x<" in svg and ">ideal<" in svg and "m / defense (n=6/6)" in svg
+    assert (tmp_path / "plots" / "benchpres__AAR_vs_MR.png").stat().st_size > 0
+
+
+def test_prisk_conditions_stand_side_by_side_in_the_factorial_order(tmp_path):
+    from prefray.benchmarks.prisk import IRP
+    from prefray.engine.results.plots import condition_orders
+
+    conditions = ["base", "profile", "retrieval", "profile_retrieval", "reflection"]
+    rows = [{"benchmark": "prisk_irp", "model": m, "condition": c, "metric": "IRP_score", "value": 10.0 * i, "n": 4}
+            for m in ("m1", "m2") for i, c in enumerate(sorted(conditions))]
+    orders = condition_orders({"prisk_irp": IRP})
+    assert orders["prisk_irp"][:4] == ("base", "profile", "retrieval", "profile_retrieval")
+    write_plots(tmp_path, _metrics(rows), orders=orders)
+    svg = (tmp_path / "plots" / "prisk_irp__IRP_score.svg").read_text()
+    positions = _text_order(svg, conditions)                  # the legend lists the bars left to right
+    assert positions == sorted(positions)
+    (tmp_path / "plain").mkdir()
+    write_plots(tmp_path / "plain", _metrics(rows))                 # no declared order: by name
+    plain = (tmp_path / "plain" / "plots" / "prisk_irp__IRP_score.svg").read_text()
+    assert _text_order(plain, sorted(conditions)) == sorted(_text_order(plain, sorted(conditions)))
+
+
+def test_cupid_precision_recall_f1_side_by_side_by_instance_type(tmp_path):
+    from prefray.benchmarks.cupid import BENCHMARK as CUPID
+    from prefray.engine.results.plots import MetricsSpec, metrics_rows
+
+    spec = next(s for s in figure_specs({"cupid": CUPID})["cupid"] if isinstance(s, MetricsSpec))
+    assert spec.metrics == ("precision", "recall", "F1") and spec.dimension == "instance_type"
+    rows = []
+    for condition in ("full", "oracle"):
+        for suffix in ("", "[instance_type=consistent]", "[instance_type=changing]"):
+            for name, value in (("precision", 0.5), ("recall", 0.0), ("F1", 0.0)):
+                missing = condition == "oracle" and name == "F1" and suffix.endswith("changing]")
+                rows.append({"benchmark": "cupid", "model": "m", "condition": condition, "metric": name + suffix,
+                             "value": float("nan") if missing else value, "n": 3 if suffix else 6,
+                             "complete": condition == "full"})
+    rows.append({"benchmark": "cupid", "model": "m", "condition": "full", "metric": "precision[task=x]",
+                 "value": 0.9, "n": 1})                                 # another dimension: not in this figure
+    table = _metrics(rows)
+    cells = metrics_rows(table, "cupid", spec)
+    assert sorted(cells) == [("m", "full", ""), ("m", "oracle", "")]
+    assert sorted((r["model"], r["slice"]) for r in cells[("m", "full", "")]) == sorted(
+        (name, s) for name in ("precision", "recall", "F1") for s in ("all", "consistent", "changing"))
+    written = write_plots(tmp_path, table, {"cupid": [spec]})
+    names = {p.name for p in written}
+    assert {"cupid__precision_recall_F1_by_instance_type__m_full.svg",
+            "cupid__precision_recall_F1_by_instance_type__m_oracle.png"} <= names
+    full = (tmp_path / "plots" / "cupid__precision_recall_F1_by_instance_type__m_full.svg").read_text()
+    assert _text_order(full, ["precision", "recall", "F1"]) == sorted(_text_order(full, ["precision", "recall", "F1"]))
+    assert _text_order(full, ["all", "consistent", "changing"]) == sorted(
+        _text_order(full, ["all", "consistent", "changing"]))         # "all" first, then the paper's order
+    assert full.count(">no data<") == 0 and {"n=6", "n=3"} <= set(re.findall(r"n=\d+", full))
+    oracle = (tmp_path / "plots" / "cupid__precision_recall_F1_by_instance_type__m_oracle.svg").read_text()
+    assert oracle.count(">no data<") == 1                              # F1 of changing: missing, not zero
+    assert "hatch" in oracle.lower() or "pattern" in oracle.lower()   # incomplete cell

@@ -45,8 +45,9 @@ def completeness_messages(recipient: str, task: str, response: str,
 
 class BenchPreS:
     name = "benchpres"
-    # The paper's main figure: misapplication against appropriate application, per model × condition.
-    figures = [ScatterSpec(x="AAR", y="MR", title="BenchPreS: MR against AAR")]
+    # The paper's main figure (Figure 1): AAR against MR per model × condition, the ideal point at
+    # MR 0, AAR 1, and the y = x line where a model applies preferences regardless of context.
+    figures = [ScatterSpec(x="MR", y="AAR", title="BenchPreS: AAR against MR", diagonal=True, ideal=(0.0, 1.0))]
     # Paired differences on the same profiles (defense − default; preferences − none for completeness).
     comparisons = [Comparison("condition", "defense", "default"), Comparison("condition", "default", "no_preferences"),
                    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2"),

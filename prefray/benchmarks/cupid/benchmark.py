@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from prefray.benchmarks.cupid.data import Instance, load_instances, oracle_indices
+from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.metrics import cupid_metrics
 from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.benchmarks.cupid.prompting import (
@@ -32,6 +32,7 @@ from prefray.benchmarks.cupid.scoring import (
 )
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
+from prefray.engine.results.plots import MetricsSpec
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
@@ -63,6 +64,10 @@ class Cupid:
     # Paired differences on the same personas: what the oracle sessions and the summary change.
     comparisons = [Comparison("condition", "oracle", "full"), Comparison("condition", "summary", "full"),
                    Comparison("condition", "oracle_preference", "oracle")]
+    # The paper's Table 1 / Figure 8 view: P, R, F1 side by side per instance type (alignment gets
+    # its own figure by instance type from its breakdown rows).
+    figures = [MetricsSpec(("precision", "recall", "F1"), "instance_type", title="CUPID inference",
+                           slices=INSTANCE_TYPES)]
 
     def load(self, job: Job) -> Sequence[Instance]:
         mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)

@@ -162,9 +162,9 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
     if plots:
-        from prefray.engine.results.plots import figure_specs, write_plots
+        from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
 
-        write_plots(run_dir, metrics, figure_specs(benchmarks))
+        write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks))
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")

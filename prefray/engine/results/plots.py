@@ -3,9 +3,14 @@
 - One bar figure per headline metric (models on the x axis) and one per breakdown dimension (e.g.
   `MR[category=…]`: the categories on the x axis); bars grouped by condition (and judge when several
   judged the run).
-- Scatter pairs a benchmark declares (`figures = [ScatterSpec(x="AAR", y="MR")]` on the benchmark
-  object): one point per model × condition (× judge), e.g. a misapplication rate against an
-  appropriate-application rate.
+- Scatter pairs a benchmark declares (`figures = [ScatterSpec(x="MR", y="AAR", diagonal=True)]` on
+  the benchmark object): one point per model × condition (× judge), e.g. the appropriate-application
+  rate against the misapplication rate, with the y = x line (no selectivity) and the ideal point.
+- Metric groups a benchmark declares (`MetricsSpec(("precision", "recall", "F1"), "instance_type")`):
+  the metrics side by side per slice of one dimension ("all" = the headline value), one figure per
+  model × condition (× judge).
+- A benchmark's `condition_order` (e.g. PRISK's factorial: base, profile, retrieval,
+  profile_retrieval) orders the condition bars; conditions it does not list follow by name.
 
 Every figure shows n, draws 95% CI whiskers where the metrics carry `ci_low`/`ci_high`, hatches
 (bars) or hollows (points) incomplete cells, writes "no data" where a value is missing (never a
@@ -29,16 +34,41 @@ NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cel
 
 @dataclass(frozen=True)
 class ScatterSpec:
-    """A figure of metric `y` against metric `x`, one point per model × condition (× judge)."""
+    """A figure of metric `y` against metric `x`, one point per model × condition (× judge);
+    `diagonal` draws the dashed y = x line, `ideal` marks the best possible point."""
 
     x: str
     y: str
     title: str = ""
+    diagonal: bool = False
+    ideal: tuple[float, float] | None = None
 
 
-def figure_specs(benchmarks: dict[str, Any]) -> dict[str, list[ScatterSpec]]:
-    """The scatter figures each benchmark declares (its optional `figures` attribute)."""
+@dataclass(frozen=True)
+class MetricsSpec:
+    """Several metrics side by side per slice of `dimension` (and "all": the headline values), one
+    figure per model × condition (× judge), e.g. precision, recall and F1 by instance type."""
+
+    metrics: tuple[str, ...]
+    dimension: str
+    title: str = ""
+    slices: tuple[str, ...] = ()  # the slices' order after "all" (others follow by name)
+
+
+def figure_specs(benchmarks: dict[str, Any]) -> dict[str, list[Any]]:
+    """The figures each benchmark declares (its optional `figures` attribute)."""
     return {name: list(getattr(b, "figures", ()) or ()) for name, b in benchmarks.items()}
+
+
+def condition_orders(benchmarks: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each benchmark's declared order of conditions in its figures (its optional `condition_order`)."""
+    return {name: tuple(getattr(b, "condition_order", ()) or ()) for name, b in benchmarks.items()}
+
+
+def ranked(values: Any, order: Sequence[str] = ()) -> list:
+    """`values` sorted by their place in `order`, the others after it by name."""
+    place = {v: i for i, v in enumerate(order)}
+    return sorted(values, key=lambda v: (place.get(v, len(place)), v))
 
 
 def _family(metric: str) -> tuple[str, str]:
@@ -120,14 +150,18 @@ def _save(fig, path: Path) -> list[Path]:
     return written
 
 
-def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | None = None) -> list[Path]:
-    """A grouped bar figure; `path` without suffix gets one file per format."""
+def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | None = None,
+         conditions: Sequence[str] = (), slices: Sequence[str] = (), models: Sequence[str] = ()) -> list[Path]:
+    """A grouped bar figure; `path` without suffix gets one file per format. Bars of a group follow
+    `models`, then `conditions` (each then by name); groups follow `slices` (then by name)."""
     plt = _pyplot()
     multi_judge = len({r["judge"] for r in rows}) > 1
     x_key = "slice" if rows[0]["slice"] else "model"
-    xs = sorted({r[x_key] for r in rows})
+    xs = ranked({r[x_key] for r in rows}, slices)
+    rank = {c: i for i, c in enumerate(ranked({r["condition"] for r in rows}, conditions))}
+    model_rank = {m: i for i, m in enumerate(ranked({r["model"] for r in rows}, models))}
     series = sorted({(r["model"] if x_key == "slice" else "", r["condition"], r["judge"] if multi_judge else "")
-                     for r in rows})
+                     for r in rows}, key=lambda s: (model_rank.get(s[0], -1), rank[s[1]], s[2]))
     width = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(xs) * max(1, len(series)) ** 0.5 + 3), 4.2))
     low, high = scale or (0.0, 1.08)
@@ -204,6 +238,13 @@ def draw_scatter(points: list[dict], spec: ScatterSpec, title: str, path: Path,
                     xytext=(4, 4), textcoords="offset points")
     for (low, high), set_limits in zip(scales, (ax.set_xlim, ax.set_ylim)):
         set_limits(low - 0.03 * (high - low), high)  # points on 0 stay visible
+    if spec.diagonal:
+        top = min(scales[0][1], scales[1][1])
+        ax.plot([0, top], [0, top], linestyle="--", color="#888", linewidth=0.8, label="y = x")
+        ax.text(top, top, " y = x", fontsize=6, color="#777", ha="right", va="bottom")
+    if spec.ideal is not None:
+        ax.plot(*spec.ideal, marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="none")
+        ax.annotate("ideal", spec.ideal, fontsize=6, xytext=(6, -8), textcoords="offset points")
     ax.set_xlabel(spec.x)
     ax.set_ylabel(spec.y)
     ax.set_title(title)
@@ -215,14 +256,50 @@ def draw_scatter(points: list[dict], spec: ScatterSpec, title: str, path: Path,
     return _save(fig, path)
 
 
-def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[ScatterSpec]] | None = None) -> list[Path]:
-    """Every figure of the run in every format; returns the files written."""
+def metrics_rows(metrics: pa.Table, benchmark: str, spec: MetricsSpec) -> dict[tuple[str, str, str], list[dict]]:
+    """(model, condition, judge) → bar rows of a MetricsSpec figure: one per metric × slice that
+    the cell has ("all" for the headline value), the metric as the bar's series."""
+    wanted = {name: "all" for name in spec.metrics}
+    cells: dict[tuple[str, str, str], list[dict]] = {}
+    for row in metrics.to_pylist():
+        family, part = _family(row["metric"])
+        dimension, _, value = part.partition("=")
+        if row["benchmark"] != benchmark or family not in wanted or (part and dimension != spec.dimension):
+            continue
+        if _number(row["value"]) is None:
+            continue
+        cells.setdefault((row["model"], row["condition"], row["judge"]), []).append(
+            {**row, "model": family, "condition": "", "judge": "", "slice": value or "all"})
+    return cells
+
+
+def draw_metrics(cells: dict[tuple[str, str, str], list[dict]], benchmark: str, spec: MetricsSpec, folder: Path,
+                 scales: dict[tuple[str, str], tuple[float, float]]) -> list[Path]:
+    spans = [scales.get((benchmark, name), (0.0, 1.08)) for name in spec.metrics]
+    scale = (min(low for low, _ in spans), max(high for _, high in spans))  # one scale for the compared metrics
+    slices = ("all", *ranked({r["slice"] for rows in cells.values() for r in rows} - {"all"}, spec.slices))
+    written: list[Path] = []
+    for (model, condition, judge), rows in sorted(cells.items()):
+        cell = " / ".join(p for p in (model, condition, judge) if p)
+        title = f"{spec.title or benchmark + ': ' + ', '.join(spec.metrics)} by {spec.dimension} — {cell}"
+        name = f"{_safe(benchmark)}__{_safe('_'.join(spec.metrics))}_by_{_safe(spec.dimension)}__{_safe(cell)}"
+        written += draw(rows, title, folder / name, scale, slices=slices, models=spec.metrics)
+    return written
+
+
+def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
+                orders: dict[str, Sequence[str]] | None = None) -> list[Path]:
+    """Every figure of the run in every format; returns the files written. `orders`: each
+    benchmark's condition order (condition_orders)."""
     folder = Path(run_dir) / "plots"
     folder.mkdir(exist_ok=True)
     scales = family_scales(metrics)
     written: list[Path] = []
     for benchmark, benchmark_specs in sorted((specs or {}).items()):
         for spec in benchmark_specs:
+            if isinstance(spec, MetricsSpec):
+                written += draw_metrics(metrics_rows(metrics, benchmark, spec), benchmark, spec, folder, scales)
+                continue
             points = scatter_points(metrics, benchmark, spec)
             if not points:
                 continue
@@ -233,5 +310,6 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Scat
             written += draw_scatter(points, spec, title, folder / name, axes)
     for (benchmark, family), rows in sorted(figure_groups(metrics).items())[:MAX_FIGURES]:
         scale = scales.get((benchmark, _family(family)[0]))
-        written += draw(rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale)
+        written += draw(rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale,
+                        conditions=(orders or {}).get(benchmark, ()))
     return written
