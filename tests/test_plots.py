@@ -91,6 +91,16 @@ def test_scatter_pairs_one_point_per_model_and_condition_with_whiskers(tmp_path)
     assert "m1 / default (n=6/5)" in svg and "no data: m2 / default" in svg
 
 
+def test_a_relative_change_row_does_not_stretch_its_family_scale():
+    # PRISK reports NAR_CR[vs_base] = (value - base) / |base|: a different quantity, not drawn with NAR_CR
+    table = _metrics([
+        {"benchmark": "b", "model": "m", "condition": "profile", "metric": "NAR_CR", "value": 0.3, "n": 4},
+        {"benchmark": "b", "model": "m", "condition": "profile", "metric": "NAR_CR[vs_base]", "value": -0.6, "n": 4},
+        {"benchmark": "b", "model": "m", "condition": "profile", "metric": "NAR_CR[item=q1]", "value": 0.5, "n": 2},
+    ])
+    assert family_scales(table)[("b", "NAR_CR")] == (0.0, 1.08)
+
+
 def test_a_family_of_negative_values_keeps_zero_on_its_scale():
     table = _metrics([{"benchmark": "b", "model": "m", "condition": "c", "metric": "AAR-MR", "value": -0.25, "n": 5}])
     low, high = family_scales(table)[("b", "AAR-MR")]

@@ -105,6 +105,9 @@ def family_scales(metrics: pa.Table) -> dict[tuple[str, str], tuple[float, float
     stay in [0, 1] get [0, 1]."""
     spans: dict[tuple[str, str], list[float]] = {}
     for row in metrics.to_pylist():
+        part = _family(row["metric"])[1]
+        if part and "=" not in part:
+            continue  # not a slice (e.g. [vs_base], a relative change): another quantity, not drawn
         values = [v for v in (_number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")))
                   if v is not None]
         if values:
