@@ -168,3 +168,25 @@ def test_add_intervals_writes_deltas_and_returns_metrics_with_bounds(tmp_path):
     assert len(deltas) == 1 and deltas[0]["delta"] == expected.to_pylist()[0]["delta"]
     assert deltas[0]["ci_low"] == expected.to_pylist()[0]["ci_low"]
     assert (tmp_path / "deltas.csv").read_text().startswith('"benchmark"')
+
+
+def test_pairing_on_a_coarser_unit_resamples_whole_groups():
+    # Base answers stand for a query (cluster "|q"), personalized ones for a persona–query pair: no
+    # cluster is shared, so the pairs are drawn per query. q1: A = 1, 1 (two personas), B = 0;
+    # q2: A = 0, 0, B = 0. A resample of 2 queries: q1 q1 (p=1/4, delta 1), mixed (p=1/2, delta
+    # 2/4 − 0 = 0.5), q2 q2 (p=1/4, delta 0).
+    rows = [{"benchmark": "b", "model": "m", "condition": c, "judge": "", "metric": "S", "cluster": k, "value": v}
+            for c, k, v in (("on", "p1|q1", 1.0), ("on", "p2|q1", 1.0), ("on", "p1|q2", 0.0), ("on", "p2|q2", 0.0),
+                            ("off", "|q1", 0.0), ("off", "|q2", 0.0))]
+    scores = pa.Table.from_pylist(rows, schema=UNIT_SCORE_SCHEMA)
+    by_query = Comparison("condition", "on", "off", pair_on=lambda cluster: cluster.split("|")[1])
+
+    class Bench:
+        comparisons = [by_query]
+
+    wide = paired_comparisons(scores, {"b": Bench()}, BootstrapSettings(n_resamples=4000)).to_pylist()[0]
+    assert (wide["delta"], wide["clusters"], wide["ci_low"], wide["ci_high"]) == (0.5, 2, 0.0, 1.0)
+    narrow = paired_comparisons(scores, {"b": Bench()}, BootstrapSettings(confidence=0.4, n_resamples=4000))
+    assert (narrow["ci_low"][0].as_py(), narrow["ci_high"][0].as_py()) == (0.5, 0.5)
+    unpaired = paired_comparisons(scores, {"b": type("B", (), {"comparisons": [Comparison("condition", "on", "off")]})()})
+    assert math.isnan(unpaired["delta"][0].as_py())                      # without it no cluster is shared
