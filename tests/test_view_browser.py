@@ -128,6 +128,9 @@ def test_overview_to_cell_to_transcript_in_chromium(run_cli, fake_server, tmp_pa
                     assert verdict.pop("rationale") in body
                 assert json.dumps(verdict, ensure_ascii=False) in body
             assert "Judge rows of this instance and sample" in body
+            for decided in json.loads(generation["parsed_json"])["nicknames"].values():  # stored with the answer
+                outcome = "not in the answer" if decided["span"] is None else f"matched {decided['span']}"
+                assert f"nickname {decided['nickname']}: {outcome}" in body
             page.screenshot(path=str(shots / "3-transcript.png"), full_page=True)
             browser.close()
     finally:
