@@ -117,7 +117,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
     except RunDirBusy as exc:
         print(f"prefray: nothing was run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    set_current_run(options.run_dir)
+    set_current_run(options.run_dir, options.location)
     try:
         return _run_owned(options, configs, jobs, benchmarks, instances, run_settings)
     finally:
