@@ -120,3 +120,19 @@ def test_lease_refuses_a_fresh_owner_and_takes_over_a_stale_one(s3, monkeypatch)
     assert s3.fs.get_file_info(f"{root}/{LEASE_NAME}").type == fs.FileType.File
     second.release()
     assert s3.fs.get_file_info(f"{root}/{LEASE_NAME}").type == fs.FileType.NotFound
+
+
+def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path):
+    """Logs a gateway on another node hands over are written where missing or shorter, never cut."""
+    from prefray.engine.calls.dispatch import keep_logs
+
+    run = tmp_path / "run"
+    (run / "ledger").mkdir(parents=True)
+    (run / "ledger" / "here-1.jsonl").write_bytes(b'{"a": 1}\n{"a": 2}\n')     # this node's, longer
+    keep_logs([(str(run), "ledger/here-1.jsonl", b'{"a": 1}\n'),
+               (str(run), "ledger/there-2.jsonl", b'{"b": 1}\n'),
+               (str(run), "journal/there-2.jsonl", b'{"c": 1}\n')])
+    assert (run / "ledger" / "here-1.jsonl").read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    assert (run / "ledger" / "there-2.jsonl").read_bytes() == b'{"b": 1}\n'
+    assert (run / "journal" / "there-2.jsonl").read_bytes() == b'{"c": 1}\n'
+    assert sorted(p.name for p in run.rglob("*") if p.name.startswith(".")) == []
