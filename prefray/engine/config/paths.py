@@ -56,9 +56,13 @@ def default_run_dir() -> Path:
 def path_problems(runs: list[dict[str, Any]]) -> list[str]:
     """run.dir and the response cache folder of every job (they are normally all the same)."""
     problems: list[str] = []
+    checked: set[tuple] = set()
     for run in runs:
         if is_uri(run.get("dir")):
-            problems += [p for p in uri_problems(run) if p not in problems]
+            where = (run["dir"], run.get("staging_dir"), run.get("cache", True), run.get("cache_dir"))
+            if where not in checked:   # one look at the bucket per sweep, not per job
+                checked.add(where)
+                problems += [p for p in uri_problems(run) if p not in problems]
             continue
         run_dir = Path(run["dir"]) if run.get("dir") else default_run_dir()
         found = [dir_problem("run.dir", run.get("dir"), run_dir)]

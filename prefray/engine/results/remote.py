@@ -124,17 +124,23 @@ class Mirror:
                 if info.type == fs.FileType.File and info.path.startswith(prefix)}
 
     def pull(self) -> int:
-        """Copy every (non-hidden) file at the URI into the staging folder; return how many."""
+        """Copy every (non-hidden) file at the URI into the staging folder; return how many.
+
+        A file staging already holds is replaced only by a longer copy: run files only grow or
+        are written once (shards, requests), so a longer local file (a log whose last lines a
+        killed run never uploaded) is the newer one and is uploaded at the next push."""
         self.local.mkdir(parents=True, exist_ok=True)
         pulled = 0
         for relative, size in sorted(self.remote_files().items()):
             if _hidden(relative):
                 continue
             target = self.local / relative
-            if not (target.is_file() and target.stat().st_size == size):
+            local_size = target.stat().st_size if target.is_file() else -1
+            if local_size < size:
                 self._download(f"{self.root}/{relative}", target)
                 pulled += 1
-            self.known[relative] = _signature(target)
+            if local_size <= size:
+                self.known[relative] = _signature(target)
         if self.cache_file is not None:
             self.merge_cache()
         return pulled
