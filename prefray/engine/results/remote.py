@@ -110,7 +110,7 @@ class Mirror:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.heartbeat = None           # called by the background thread (the lease's refresh)
-        self.failure: str | None = None
+        self.failures: dict[str, str] = {}   # what the background thread failed at, and why
         self.touched = 0                # files uploaded or removed at the URI by this run
 
     # -- pulling ------------------------------------------------------------------------------
@@ -231,17 +231,22 @@ class Mirror:
         last_logs = time.monotonic()
         while not self._stop.wait(SYNC_SECONDS):
             logs = time.monotonic() - last_logs >= LOG_SYNC_SECONDS
-            try:
-                self.push(include_logs=logs)
-                if self.heartbeat is not None:
-                    self.heartbeat()
-                self.failure = None
-            except Exception as exc:  # noqa: BLE001 - retried next round; reported once
-                if self.failure is None:
-                    print(f"prefray: copying to {self.uri} failed, will retry: {one_line(exc)}", file=sys.stderr)
-                self.failure = one_line(exc)
+            self._try("copying files", lambda: self.push(include_logs=logs))
+            self._try("renewing the lease", self.heartbeat)
             if logs:
                 last_logs = time.monotonic()
+
+    def _try(self, what: str, step) -> None:
+        """One round of work of the background thread: a failure is said once and retried."""
+        if step is None:
+            return
+        try:
+            step()
+            self.failures.pop(what, None)
+        except Exception as exc:  # noqa: BLE001 - retried next round; reported once
+            if what not in self.failures:
+                print(f"prefray: {what} at {self.uri} failed, will retry: {one_line(exc)}", file=sys.stderr)
+            self.failures[what] = one_line(exc)
 
     def stop(self) -> None:
         self._stop.set()
