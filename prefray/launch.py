@@ -108,11 +108,16 @@ def with_run_tier(cfg: dict[str, Any], job: Job) -> Job:
         raise SweepError(str(exc)) from None
 
 
-def run_dir_of(configs: list[dict[str, Any]]) -> Path:
+def run_dir_of(configs: list[dict[str, Any]]) -> Path | str:
+    """The sweep's run dir: a local path, or a URI (s3://bucket/prefix, ...) kept as given."""
+    from prefray.engine.results.remote import is_uri
+
     dirs = {c["run"].get("dir") for c in configs}
     if len(dirs) > 1:
         raise SweepError(f"run.dir must be the same for every job of a sweep, got {sorted(map(str, dirs))}")
     chosen = dirs.pop()
+    if is_uri(chosen):
+        return chosen
     return Path(chosen) if chosen else Path("outputs") / time.strftime("%Y-%m-%d_%H-%M-%S")
 
 
@@ -188,19 +193,34 @@ def main(argv: list[str] | None = None) -> int:
         for cfg in configs:
             print(OmegaConf.to_yaml(cfg))
         return 0
-    from prefray.engine.results.manifest import conflicting_jobs
     from prefray.engine.config.preflight import preflight
+    from prefray.engine.flow.ownership import RunDirBusy
+    from prefray.engine.results.remote import is_uri, staged_run
 
     instances, errors = preflight(jobs, benchmarks)
-    conflicts = conflicting_jobs(run_dir, configs)
+    if errors and is_uri(run_dir):
+        return refuse(errors)   # before the run dir is leased and pulled
+    try:
+        with staged_run(run_dir, configs[0]["run"]) as local_dir:
+            return check_then_run(run_dir, local_dir, configs, jobs, benchmarks, instances, errors)
+    except RunDirBusy as exc:
+        return refuse([str(exc)])
+
+
+def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list[Job],
+                   benchmarks: dict[str, Benchmark], instances: dict[int, Any], errors: list[str]) -> int:
+    """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
+    from prefray.engine.results.manifest import conflicting_jobs
+    from prefray.engine.flow.session import SweepOptions, run_sweep
+
+    conflicts = conflicting_jobs(local_dir, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
     if errors:
         return refuse(errors)
-    from prefray.engine.flow.session import SweepOptions, run_sweep
-
-    return run_sweep(SweepOptions.from_config(run_dir, configs[0]["run"]), configs, jobs, benchmarks, instances)
+    options = SweepOptions.from_config(local_dir, configs[0]["run"], location=str(run_dir))
+    return run_sweep(options, configs, jobs, benchmarks, instances)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ from typing import Any
 
 from prefray.engine.config.sweep import SweepError
 from prefray.launch import EXIT_CONFIG, compose_judge, conf_dir
-from prefray.rerun import estimate_then_run, prepare
+from prefray.rerun import estimate_then_run, on_run_dir, prepare, run_location
 
 
-def parse_args(argv: list[str] | None) -> tuple[Path, list[str], list[str]]:
+def parse_args(argv: list[str] | None) -> tuple[Path | str, list[str], list[str]]:
     parser = argparse.ArgumentParser(prog="python -m prefray.rejudge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=run_location)
     parser.add_argument("settings", nargs="+", help="judge=NAME, judge.KEY=VALUE and run.KEY=VALUE")
     args = parser.parse_args(argv)
     judge = [s for s in args.settings if s.startswith("judge=") or s.startswith("judge.")]
@@ -33,13 +33,22 @@ def parse_args(argv: list[str] | None) -> tuple[Path, list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        run_dir, judge_overrides, overrides = parse_args(argv)
+        location, judge_overrides, overrides = parse_args(argv)
         judge: dict[str, Any] = compose_judge(judge_overrides, conf_dir())
-        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, replace_judge=judge)
     except SweepError as exc:
         print(f"prefray: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"subject_stages_stored_only": True})
+    return on_run_dir(location, overrides, lambda run_dir: rejudge(run_dir, location, judge, overrides))
+
+
+def rejudge(run_dir: Path, location: Path | str, judge: dict[str, Any], overrides: list[str]) -> int:
+    try:
+        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, replace_judge=judge, location=location)
+    except SweepError as exc:
+        print(f"prefray: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"subject_stages_stored_only": True},
+                             location)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,29 @@ from prefray.launch import (
 )
 
 
-def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]:
+def run_location(value: str) -> Path | str:
+    """A local run dir, or a URI (s3://bucket/prefix, ...) kept as given."""
+    from prefray.engine.results.remote import is_uri
+
+    return value if is_uri(value) else Path(value)
+
+
+def staging_setting(overrides: list[str]) -> dict[str, Any]:
+    """The run settings that decide where a URI run dir is staged (from run.KEY=VALUE overrides)."""
+    import yaml
+
+    run: dict[str, Any] = {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("run.staging_dir", "run.cache", "run.cache_dir"):
+            run[key.removeprefix("run.")] = yaml.safe_load(value)
+    return run
+
+
+def parse_args(argv: list[str] | None) -> tuple[Path | str, frozenset[str], list[str]]:
     parser = argparse.ArgumentParser(prog="python -m prefray.rerun", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=run_location)
     parser.add_argument("settings", nargs="*", help="causes=a,b, run.KEY=VALUE and model.KEY=VALUE settings")
     args = parser.parse_args(argv)
     causes, rest = DEFAULT_RERUN_CAUSES, []
@@ -48,14 +67,16 @@ def parse_args(argv: list[str] | None) -> tuple[Path, frozenset[str], list[str]]
     return args.run_dir, causes, rest
 
 
-def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None):
-    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge)."""
+def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None,
+            location: Path | str | None = None):
+    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge); `run_dir`
+    is where the run's files are (the staging mirror of `location` when that is a URI)."""
     from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
     from prefray.engine.config.preflight import preflight
 
     try:
         configs = recorded_configs(run_dir)
-        apply_run_overrides(configs, overrides, run_dir)
+        apply_run_overrides(configs, overrides, location or run_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise SweepError(str(exc)) from None
     if replace_judge is not None:
@@ -71,11 +92,12 @@ def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] |
     return configs, jobs, benchmarks, instances
 
 
-def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any]) -> int:
+def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any],
+                      location: Path | str | None = None) -> int:
     from prefray.engine.money.estimate import print_estimate, simulate, summarize
     from prefray.engine.flow.session import SweepOptions, run_sweep
 
-    options = SweepOptions.from_config(run_dir, configs[0]["run"])
+    options = SweepOptions.from_config(run_dir, configs[0]["run"], location=str(location or run_dir))
     cache = options.open_cache()
     rows = simulate(jobs, benchmarks, instances, run_dir,
                     {"shard_size": options.shard_size, "cache": cache, **run_settings,
@@ -88,14 +110,38 @@ def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_s
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        run_dir, causes, overrides = parse_args(argv)
-        configs, jobs, benchmarks, instances = prepare(run_dir, overrides)
+        location, causes, overrides = parse_args(argv)
+    except SweepError as exc:
+        print(f"prefray: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return on_run_dir(location, overrides, lambda run_dir: rerun(run_dir, location, causes, overrides))
+
+
+def on_run_dir(location: Path | str, overrides: list[str], work) -> int:
+    """`work(local run dir)` on the run dir itself, or on the staging mirror of a URI run dir (pulled
+    first, leased while it runs, pushed back at the end)."""
+    from prefray.engine.flow.ownership import RunDirBusy
+    from prefray.engine.results.remote import is_uri, reach_problem, staged_run
+
+    problem = reach_problem("run dir", str(location)) if is_uri(location) else None
+    if problem:
+        return refuse([problem])
+    try:
+        with staged_run(location, staging_setting(overrides)) as run_dir:
+            return work(run_dir)
+    except RunDirBusy as exc:
+        return refuse([str(exc)])
+
+
+def rerun(run_dir: Path, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
+    try:
+        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, location=location)
     except ConfigProblems as exc:
         return refuse(exc.problems)
     except SweepError as exc:
         print(f"prefray: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"rerun_causes": causes})
+    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"rerun_causes": causes}, location)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,14 @@ WAIT_S = 0.25  # a page waits this long for a job's index before scanning the sh
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prefray.view",
                                      description="Browse a run: metrics, figures, units, transcripts.")
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", help="a run directory, or a URI run dir (s3://bucket/prefix, ...)")
     parser.add_argument("--port", type=int, default=8770, help="port on 127.0.0.1 (default 8770)")
     parser.add_argument("--export", type=Path, metavar="FILE.html",
                         help="write one self-contained HTML file instead of serving")
     args = parser.parse_args(argv)
+    args.run_dir = local_copy(args.run_dir)
+    if args.run_dir is None:
+        return 2
     if not args.run_dir.is_dir():
         print(f"prefray.view: run directory not found: {args.run_dir}", file=sys.stderr)
         return 2
@@ -32,6 +35,21 @@ def main(argv: list[str] | None = None) -> int:
 
     serve(RunData(args.run_dir, wait_s=WAIT_S), args.port)
     return 0
+
+
+def local_copy(location: str) -> Path | None:
+    """The run dir to read: `location` itself, or a URI run dir pulled into its staging folder (a
+    snapshot: pull again by starting the viewer again). None after printing why it cannot be read."""
+    from prefray.engine.results.remote import is_uri, reach_problem, staged_run
+
+    if not is_uri(location):
+        return Path(location)
+    problem = reach_problem("run dir", location)
+    if problem:
+        print(f"prefray.view: {problem}", file=sys.stderr)
+        return None
+    with staged_run(location, {"cache": False}, own=False) as local:
+        return local
 
 
 if __name__ == "__main__":

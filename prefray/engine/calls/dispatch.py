@@ -9,6 +9,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from prefray.engine.money.budget import call_cost, max_output_tokens
@@ -70,7 +71,7 @@ class Gateways:
         import ray
 
         for handle in self.handles.values():
-            await _quietly(handle.close.remote())
+            keep_logs(await _quietly(handle.close.remote()))
             ray.kill(handle)
         for server in self.servers.values():
             ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)
@@ -113,8 +114,21 @@ class SimulatedGateways:
         return None
 
 
-async def _quietly(ref: Any) -> None:
+async def _quietly(ref: Any) -> Any:
     try:
-        await ref
+        return await ref
     except Exception:  # noqa: BLE001 - an actor that is already gone needs no closing
-        pass
+        return None
+
+
+def keep_logs(logs: list[tuple[str, str, bytes]] | None) -> None:
+    """Write a closed gateway's ledger and journal into the run dir on this (the driver's) node
+    where the copy here is missing or shorter: a gateway on another node wrote them there."""
+    for run_dir, relative, content in logs or []:
+        path = Path(run_dir) / relative
+        if path.exists() and path.stat().st_size >= len(content):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temp.write_bytes(content)
+        os.replace(temp, path)

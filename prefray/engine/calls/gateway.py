@@ -171,11 +171,16 @@ class Gateway:
     async def ping(self) -> bool:
         return True
 
-    async def close(self) -> None:
+    async def close(self) -> list[tuple[str, str, bytes]]:
+        """Close the clients and logs; return every log as (run dir, path inside it, content), so a
+        driver on another node (no shared file system) still gets the ledger and journal."""
         for lane in self.lanes.values():
             await lane.provider.close()
-        for log in [*self.paid.values(), *self.journals.values()]:
+        logs = []
+        for run_dir, log in [*self.paid.items(), *self.journals.items()]:
             log.close()
+            logs.append((run_dir, log.path.relative_to(run_dir).as_posix(), log.path.read_bytes()))
+        return logs
 
 
 def gateway_name(spec: ModelSpec) -> str:

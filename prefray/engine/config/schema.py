@@ -52,7 +52,10 @@ def section(cls: type, doc: str) -> Any:
 @dataclass(frozen=True)
 class RunConfig:
     dir: str | None = key(path().or_null("outputs/<timestamp>"), None,
-                          "result root of the sweep: a directory (created if missing) this user can write")
+                          "result root of the sweep: a directory (created if missing) this user can write, "
+                          "or a URI such as s3://bucket/prefix")
+    staging_dir: str | None = key(path().or_null("~/.cache/prefray/staging/<hash of run.dir>/run"), None,
+                                  "local folder mirroring a URI run.dir while it runs")
     shard_size: int = key(integer(1), 16, "work units per gateway call (one Parquet shard each)")
     seed: int = key(integer(0), 0, "base seed; sample i of a unit is sent with seed + i")
     progress: bool = key(boolean(), True, "show a live progress display")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -21,14 +21,17 @@ EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130
 
 # The run directory the current command writes into, once it owns it (for the interrupt line).
-_current_run: dict[str, Path] = {}
+_current_run: dict[str, Any] = {}
 
 
-def set_current_run(run_dir: Path | None) -> None:
+def set_current_run(run_dir: Path | None, shown: str | None = None) -> None:
+    """`run_dir` holds the rows; `shown` is how the line names it (a URI run dir's address)."""
     if run_dir is None:
         _current_run.pop("dir", None)
+        _current_run.pop("shown", None)
     else:
         _current_run["dir"] = Path(run_dir)
+        _current_run["shown"] = shown or str(run_dir)
 
 
 def stored_rows(run_dir: Path) -> int:
@@ -46,7 +49,7 @@ def interrupted_line(command: str) -> str:
     if run_dir is None:
         return "prefray: interrupted before any call; nothing was run"
     rows = stored_rows(run_dir)
-    return (f"prefray: interrupted; {rows} answered or failed unit row(s) are stored in {run_dir}; "
+    return (f"prefray: interrupted; {rows} answered or failed unit row(s) are stored in {_current_run['shown']}; "
             f"run the same {command} command again to resume (stored units are not sent again)")
 
 

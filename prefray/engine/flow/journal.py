@@ -30,7 +30,8 @@ class AnswerJournal:
     def __init__(self, run_dir: Path, name: str):
         folder = Path(run_dir) / JOURNAL_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        self.handle = open(folder / f"{name}-{os.getpid()}.jsonl", "a", encoding="utf-8")
+        self.path = folder / f"{name}-{os.getpid()}.jsonl"
+        self.handle = open(self.path, "a", encoding="utf-8")
 
     def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
         """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""

@@ -90,3 +90,77 @@ def _read(handle) -> dict:
     except json.JSONDecodeError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+LEASE_NAME = ".prefray.lease"
+
+
+class RemoteLease:
+    """Ownership of a run directory on object storage, where there is no flock: a lease object
+    RUN_DIR/.prefray.lease holding the owner's host, pid, a random token and a heartbeat time the
+    owner refreshes every REFRESH_SECONDS. A launch refuses while the heartbeat is younger than
+    STALE_SECONDS and takes the lease over when it is older (its owner is gone). Taking it writes
+    the lease and reads it back after CONFIRM_SECONDS: of two launches that write at once, the
+    one whose token is not there refuses."""
+
+    REFRESH_SECONDS = 15.0
+    STALE_SECONDS = 90.0
+    CONFIRM_SECONDS = 1.0
+
+    def __init__(self, store, root: str):
+        self.store = store
+        self.path = f"{root.rstrip('/')}/{LEASE_NAME}"
+        self.token = os.urandom(8).hex()
+        self.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.held = False
+        self._last_refresh = 0.0
+
+    def read(self) -> dict:
+        from pyarrow import fs
+
+        if self.store.get_file_info(self.path).type != fs.FileType.File:
+            return {}
+        with self.store.open_input_stream(self.path) as source:
+            text = source.read().decode("utf-8", "replace").strip()
+        try:
+            data = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self) -> None:
+        record = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at,
+                  "heartbeat": time.time(), "token": self.token}
+        with self.store.open_output_stream(self.path) as sink:
+            sink.write(json.dumps(record).encode())
+        self._last_refresh = time.monotonic()
+
+    def _busy(self, owner: dict) -> RunDirBusy:
+        age = time.time() - float(owner.get("heartbeat") or 0)
+        return RunDirBusy(f"{self.path} is leased by another prefray run ({_describe(owner)}, last heartbeat "
+                          f"{age:.0f}s ago); wait for it to end, or for {self.STALE_SECONDS:.0f}s without a "
+                          "heartbeat after it died, or use another run.dir")
+
+    def acquire(self) -> "RemoteLease":
+        owner = self.read()
+        if owner and time.time() - float(owner.get("heartbeat") or 0) < self.STALE_SECONDS:
+            raise self._busy(owner)
+        self._write()
+        time.sleep(self.CONFIRM_SECONDS)
+        owner = self.read()
+        if owner.get("token") != self.token:
+            raise self._busy(owner)
+        self.held = True
+        return self
+
+    def refresh(self) -> None:
+        """Renew the heartbeat (called often; writes at most every REFRESH_SECONDS)."""
+        if self.held and time.monotonic() - self._last_refresh >= self.REFRESH_SECONDS:
+            self._write()
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        if self.read().get("token") == self.token:
+            self.store.delete_file(self.path)

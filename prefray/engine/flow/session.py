@@ -31,12 +31,13 @@ class SweepOptions:
     budget_usd: float | None = None
     cache: bool = True
     cache_path: Path | None = None
+    location: str | None = None    # run.dir as the user gave it (a URI when run_dir is its staging mirror)
 
     @classmethod
-    def from_config(cls, run_dir: Path, run: dict[str, Any]) -> "SweepOptions":
+    def from_config(cls, run_dir: Path, run: dict[str, Any], location: str | None = None) -> "SweepOptions":
         cache_dir = run.get("cache_dir")
         budget = run.get("budget_usd")
-        return cls(run_dir=run_dir, shard_size=int(run.get("shard_size") or 16),
+        return cls(run_dir=run_dir, shard_size=int(run.get("shard_size") or 16), location=location,
                    progress=bool(run.get("progress", True)),
                    budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
                    cache_path=Path(cache_dir) / "responses.sqlite" if cache_dir else None)
@@ -116,7 +117,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
     except RunDirBusy as exc:
         print(f"prefray: nothing was run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    set_current_run(options.run_dir)
+    set_current_run(options.run_dir, options.location)
     try:
         return _run_owned(options, configs, jobs, benchmarks, instances, run_settings)
     finally:
@@ -183,5 +184,5 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
-          f"python -m prefray.rerun {options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
+          f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
     return EXIT_INCOMPLETE

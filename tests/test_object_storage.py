@@ -1,0 +1,138 @@
+"""run.dir on object storage: a real moto S3 server over HTTP, the real CLI, Ray and the fake provider."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+from pyarrow import fs
+
+from prefray.engine.flow.ownership import LEASE_NAME, RemoteLease, RunDirBusy
+from tests.conftest import ROOT, _port_open, free_port, launch
+
+BUCKET = "results"
+
+
+class S3:
+    def __init__(self, port: int):
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                    "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+        self.fs = fs.S3FileSystem(access_key="test", secret_key="test", region="us-east-1",
+                                  endpoint_override=self.endpoint, scheme="http", allow_bucket_creation=True)
+
+    def files(self, prefix: str) -> dict[str, int]:
+        infos = self.fs.get_file_info(fs.FileSelector(f"{BUCKET}/{prefix}", recursive=True, allow_not_found=True))
+        return {i.path.removeprefix(f"{BUCKET}/{prefix}/"): i.size for i in infos if i.type == fs.FileType.File}
+
+    def table(self, path: str):
+        with self.fs.open_input_file(f"{BUCKET}/{path}") as handle:
+            return pq.read_table(handle)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on a free port with one bucket, stopped (only it) at the end."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while not _port_open(port):
+        if time.time() > deadline or server.poll() is not None:
+            server.kill()
+            raise RuntimeError("moto server did not start")
+        time.sleep(0.1)
+    store = S3(port)
+    store.fs.create_dir(BUCKET)
+    yield store
+    server.kill()
+    server.wait()
+
+
+def sweep(server, run_dir: str, *extra: str) -> list[str]:
+    return ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=2",
+            "benchmark.samples=2", "run.cache=false", "run.progress=false", *extra]
+
+
+def rows(table) -> list[dict]:
+    """Rows with NaN as None (a metric without data is NaN in both runs, and NaN != NaN)."""
+    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+            for row in table.to_pylist()]
+
+
+def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert done.returncode == 0, f"exit {done.returncode}\nSTDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}"
+    return done
+
+
+def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_address, fake_server, s3, tmp_path):
+    local = tmp_path / "local"
+    ok(launch(*sweep(fake_server, str(local))))
+    uri = f"s3://{BUCKET}/runs/first"
+    ok(launch(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-a'}"), env=s3.env))
+    stored = s3.files("runs/first")
+    assert {"metrics.parquet", "manifest.json", "metrics.csv"} <= set(stored)
+    shards = sorted(p for p in stored if p.startswith("shards/") and p.endswith(".parquet"))
+    assert shards and sorted(str(p.relative_to(local)) for p in local.glob("shards/**/*.parquet")) == shards
+    assert any(p.startswith("requests/") for p in stored) and any(p.startswith("ledger/") for p in stored)
+    assert not any(p.startswith("journal/") for p in stored)     # folded away by a finished run
+    assert LEASE_NAME not in stored                              # released at the end
+    expected = rows(pq.read_table(local / "metrics.parquet"))
+    assert len(expected) > 10 and rows(s3.table("runs/first/metrics.parquet")) == expected
+    sent = fake_server.stats()["requests"]
+
+    again = ok(launch(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-b'}"), env=s3.env))
+    assert fake_server.stats()["requests"] == sent               # every unit came from the bucket
+    assert "pulled" in again.stderr
+    assert rows(pq.read_table(tmp_path / "stage-b" / "metrics.parquet")) == expected
+    assert rows(s3.table("runs/first/metrics.parquet")) == expected
+
+
+def test_missing_bucket_refuses_with_one_line_and_writes_nothing(s3, tmp_path):
+    staging = tmp_path / "stage"
+    done = launch("model=fake", "judge=fake", "run.dir=s3://no-such-bucket/runs/x", f"run.staging_dir={staging}",
+                  "limit=1", env=s3.env, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "run.dir=s3://no-such-bucket/runs/x" in lines[0] and "does not exist" in lines[0]
+    assert not staging.exists()
+    assert s3.fs.get_file_info("no-such-bucket").type == fs.FileType.NotFound
+
+
+def test_lease_refuses_a_fresh_owner_and_takes_over_a_stale_one(s3, monkeypatch):
+    monkeypatch.setattr(RemoteLease, "CONFIRM_SECONDS", 0.0)
+    root = f"{BUCKET}/lease-test"
+    first = RemoteLease(s3.fs, root).acquire()
+    with pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"):
+        RemoteLease(s3.fs, root).acquire()
+    record = first.read()
+    record["heartbeat"] = time.time() - RemoteLease.STALE_SECONDS - 1    # its owner stopped refreshing
+    with s3.fs.open_output_stream(f"{root}/{LEASE_NAME}") as sink:
+        sink.write(__import__("json").dumps(record).encode())
+    second = RemoteLease(s3.fs, root).acquire()
+    assert second.read()["token"] == second.token
+    first.release()                                              # not its lease any more: left alone
+    assert s3.fs.get_file_info(f"{root}/{LEASE_NAME}").type == fs.FileType.File
+    second.release()
+    assert s3.fs.get_file_info(f"{root}/{LEASE_NAME}").type == fs.FileType.NotFound
+
+
+def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path):
+    """Logs a gateway on another node hands over are written where missing or shorter, never cut."""
+    from prefray.engine.calls.dispatch import keep_logs
+
+    run = tmp_path / "run"
+    (run / "ledger").mkdir(parents=True)
+    (run / "ledger" / "here-1.jsonl").write_bytes(b'{"a": 1}\n{"a": 2}\n')     # this node's, longer
+    keep_logs([(str(run), "ledger/here-1.jsonl", b'{"a": 1}\n'),
+               (str(run), "ledger/there-2.jsonl", b'{"b": 1}\n'),
+               (str(run), "journal/there-2.jsonl", b'{"c": 1}\n')])
+    assert (run / "ledger" / "here-1.jsonl").read_bytes() == b'{"a": 1}\n{"a": 2}\n'
+    assert (run / "ledger" / "there-2.jsonl").read_bytes() == b'{"b": 1}\n'
+    assert (run / "journal" / "there-2.jsonl").read_bytes() == b'{"c": 1}\n'
+    assert sorted(p.name for p in run.rglob("*") if p.name.startswith(".")) == []
