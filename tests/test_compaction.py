@@ -1,0 +1,134 @@
+"""Small shards rolled into large files: every row read exactly once, whatever moment a crash hits."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from prefray.engine.flow.journal import clean_leftovers
+from prefray.engine.flow.ownership import RunDirLock
+from prefray.engine.results.store import (
+    ROW_GROUP_ROWS, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
+)
+from tests.conftest import ROOT
+
+
+def unit_rows(start: int, count: int, stage: str = "generate") -> list[dict]:
+    return [{"unit_id": f"u{i:05d}", "attempt": 1, "stage": stage, "status": "ok", "text": f"answer {i}",
+             "input_tokens": i} for i in range(start, start + count)]
+
+
+def write_small_shards(folder: Path, shards: int, size: int) -> set[str]:
+    for n in range(shards):
+        write_shard(folder, "generate", unit_rows(n * size, size))
+    return {f"u{i:05d}" for i in range(shards * size)}
+
+
+def parquet_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.parquet"))
+
+
+def test_compaction_keeps_every_row_once_in_one_zstd_file(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 40, 16)
+    before = read_rows(tmp_path).sort_by("unit_id")
+    done = compact_folder(folder)
+    assert (done.absorbed, done.written, done.rows) == (40, 1, 640)
+    (large,) = parquet_names(folder)
+    assert large.startswith("compact-")
+    metadata = pq.read_metadata(folder / large)
+    assert metadata.row_group(0).column(0).compression == "ZSTD"
+    assert len(absorbed_by(folder / large)) == 40
+    after = read_rows(tmp_path).sort_by("unit_id")
+    assert set(after["unit_id"].to_pylist()) == expected
+    assert after.equals(before)
+    assert compact_folder(folder).written == 0  # nothing left to roll
+
+
+def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 12, 16)
+    kept = tmp_path / "kept"
+    shutil.copytree(folder, kept)
+    compact_folder(folder)
+    for path in kept.glob("*.parquet"):  # the crash: the large file renamed in, its inputs not yet deleted
+        shutil.copy2(path, folder / path.name)
+    assert len(parquet_names(folder)) == 13
+    naive = ds.dataset(folder, format="parquet").count_rows()
+    assert naive == 2 * len(expected)  # a plain scan would count every row twice
+    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    assert set(counts) == expected and set(counts.values()) == {1}
+    assert len(shard_files(tmp_path)) == 1
+
+    assert clean_leftovers(tmp_path) == 12  # the run dir's next owner deletes the leftovers
+    assert len(parquet_names(folder)) == 1
+    assert ds.dataset(folder, format="parquet").count_rows() == len(expected)
+
+
+def test_a_merge_of_large_files_interrupted_before_its_deletions_counts_once(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 6, 10)
+    compact_folder(folder, small_only=True)
+    (first,) = parquet_names(folder)
+    small = write_shard(folder, "judge", unit_rows(1000, 10, stage="judge"))
+    saved = (folder / first).read_bytes()
+    compact_folder(folder)  # merges the first large file and the new small shard
+    (second,) = parquet_names(folder)
+    assert sorted(absorbed_by(folder / second)) == sorted([first, small.name])
+    (folder / first).write_bytes(saved)  # a crash left the absorbed large file behind
+    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    assert len(counts) == 70 and set(counts.values()) == {1}
+
+
+def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 3, 5)
+    compact_folder(folder, small_only=True)
+    for n in range(3, 6):
+        write_shard(folder, "generate", unit_rows(n * 5, 5))
+    compact_folder(folder, small_only=True)
+    assert [n[:8] for n in parquet_names(folder)] == ["compact-", "compact-"]
+    compact_folder(folder)
+    (large,) = parquet_names(folder)
+    metadata = pq.read_metadata(folder / large)
+    assert (metadata.num_rows, metadata.num_row_groups) == (30, 1)
+    assert ROW_GROUP_ROWS == 65_536
+
+
+def compact_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prefray.compact", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner(tmp_path):
+    missing = compact_cli(str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
+    assert "not a directory" in missing.stderr
+    not_a_run = compact_cli(str(tmp_path))
+    assert not_a_run.returncode == 2 and "no shards/" in not_a_run.stderr
+
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 4, 3)
+    with RunDirLock(tmp_path):
+        busy = compact_cli(str(tmp_path))
+    assert busy.returncode == 2 and "in use by another prefray run" in busy.stderr
+    assert len(parquet_names(folder)) == 4  # nothing changed
+
+
+def test_compact_command_rolls_an_older_run(tmp_path):
+    expected = set()
+    for model in ("m1", "m2"):
+        expected |= {f"{model}/{u}" for u in write_small_shards(job_dir(tmp_path, "b", model, "c"), 9, 4)}
+    done = compact_cli(str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "18 → 2 Parquet file(s) in 2 job folder(s); 72 row(s)" in done.stdout
+    table = ds.dataset(tmp_path / "shards", format="parquet").to_table()
+    found = [f"{path.split('model=')[1].split('/')[0]}/{u}"
+             for path in shard_files(tmp_path) for u in pq.read_table(path)["unit_id"].to_pylist()]
+    assert table.num_rows == 72 and set(found) == expected and len(found) == len(set(found))
