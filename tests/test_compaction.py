@@ -132,3 +132,26 @@ def test_compact_command_rolls_an_older_run(tmp_path):
     found = [f"{path.split('model=')[1].split('/')[0]}/{u}"
              for path in shard_files(tmp_path) for u in pq.read_table(path)["unit_id"].to_pylist()]
     assert table.num_rows == 72 and set(found) == expected and len(found) == len(set(found))
+
+
+def metrics_rows(run_dir: Path) -> list[str]:
+    return sorted((run_dir / "metrics.csv").read_text().splitlines())
+
+
+def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli, fake_server, tmp_path):
+    args = ["benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(), "limit=2",
+            "run.cache=false", "run.shard_size=1"]
+    plain, rolled = tmp_path / "plain", tmp_path / "rolled"
+    run_cli(*args, f"run.dir={plain}", "run.compact=false")
+    run_cli(*args, f"run.dir={rolled}", "run.compact_every=2")
+
+    plain_files, rolled_files = shard_files(plain), shard_files(rolled)
+    (folder,) = {Path(f).parent for f in rolled_files}
+    assert len(rolled_files) == 1 and len(list(folder.iterdir())) == 1
+    assert len(plain_files) == read_rows(plain).num_rows > 4  # one file per unit without compaction
+    # the job's end merged the large files rolled while it ran (every two shards)
+    assert any(name.startswith("compact-") for name in absorbed_by(Path(rolled_files[0])))
+    assert metrics_rows(rolled) == metrics_rows(plain)
+    columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
+    stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
+    assert stored[0].equals(stored[1])
