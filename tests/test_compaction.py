@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import subprocess
 import sys
 from collections import Counter
@@ -99,6 +100,21 @@ def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_p
     metadata = pq.read_metadata(folder / large)
     assert (metadata.num_rows, metadata.num_row_groups) == (30, 1)
     assert ROW_GROUP_ROWS == 65_536
+
+
+def test_reads_during_a_compaction_in_another_thread_see_every_row_once(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 300, 4)
+    worker = threading.Thread(target=compact_folder, args=(folder,))
+    worker.start()
+    reads = []
+    while worker.is_alive() or not reads:
+        reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+    worker.join()
+    reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+    assert len(parquet_names(folder)) == 1
+    for counts in reads:
+        assert set(counts) == expected and set(counts.values()) == {1}
 
 
 def compact_cli(*args: str) -> subprocess.CompletedProcess:

@@ -83,18 +83,24 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
 def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
     """Every stored row under `root` (a run dir or any folder below its shards/), each once.
 
-    A file deleted by a concurrent compaction between listing and reading makes the read start
-    again: its rows are then in the large file that absorbed it.
+    A compaction may run meanwhile (in another thread): a file it deleted between listing and
+    reading, or a listing that changed during the read, makes the read start again, so the rows
+    returned are those of one consistent set of files.
     """
     base = shards_base(root)
-    for _ in range(READ_TRIES - 1):
-        files = shard_files(base)
+    files = shard_files(base)
+    for _ in range(READ_TRIES):
         try:
-            return _read(files, filter_expr)
+            table = _read(files, filter_expr)
         except (OSError, pa.ArrowException):
             if all(os.path.exists(f) for f in files):
                 raise
-    return _read(shard_files(base), filter_expr)
+            table = None
+        now = shard_files(base)
+        if table is not None and now == files:
+            return table
+        files = now
+    raise RuntimeError(f"the shards under {base} kept changing while being read ({READ_TRIES} tries)")
 
 
 def _read(files: list[str], filter_expr: ds.Expression | None) -> pa.Table:
@@ -138,7 +144,7 @@ COMPACT_PREFIX = "compact-"
 ABSORBED_KEY = b"prefray.absorbed"
 ROW_GROUP_ROWS = 65_536
 FILE_ROWS = 16 * ROW_GROUP_ROWS    # a large file is full at ~1M rows; full files are left as they are
-READ_TRIES = 4
+READ_TRIES = 8
 _folder_locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
