@@ -3,7 +3,8 @@
 Rolls the small result shards of a run (one Parquet file per batch of units, as runs wrote them
 before compaction existed, or as a killed run left them) into a few large Parquet files per job
 folder (zstd, row groups of 64k rows). Every row is kept once; metrics are unchanged. Refuses
-while another prefray command owns RUN_DIR. Exit codes: 0 done, 2 refused (nothing changed).
+while another prefray command owns RUN_DIR. Exit codes: 0 done, 2 refused (nothing changed), 1 a
+shard could not be read (the files compacted before it are complete, the others unchanged).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
+import pyarrow as pa
+
+from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_OK
 from prefray.engine.flow.ownership import RunDirBusy, RunDirLock
 
 
@@ -45,11 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     except RunDirBusy as exc:
         print(f"prefray: not compacting: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except OSError as exc:
+        print(f"prefray: not compacting: cannot take the lock of {run_dir}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         clean_leftovers(run_dir)
         before = len(shard_files(run_dir))
         done = compact_run(run_dir)
         after = len(shard_files(run_dir))
+    except (OSError, pa.ArrowException, RuntimeError) as exc:
+        print(f"prefray: compaction of {run_dir} stopped: {type(exc).__name__}: {exc}; folders compacted "
+              "before it are complete, the rest are unchanged", file=sys.stderr)
+        return EXIT_ERROR
     finally:
         lock.release()
     print(f"prefray: compacted {run_dir}: {before} → {after} Parquet file(s) in {len(job_folders(run_dir))} "

@@ -171,3 +171,15 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
     stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
     assert stored[0].equals(stored[1])
+
+
+def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):
+    good, bad = job_dir(tmp_path, "b", "a", "c"), job_dir(tmp_path, "b", "z", "c")
+    write_small_shards(good, 3, 2)
+    write_small_shards(bad, 3, 2)
+    (bad / "generate-0000000000000bad.parquet").write_bytes(b"PAR1 not a parquet file")
+    done = compact_cli(str(tmp_path))
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "compaction of" in done.stderr and "stopped" in done.stderr
+    assert [n[:8] for n in parquet_names(good)] == ["compact-"]  # compacted before the bad folder
+    assert len(parquet_names(bad)) == 4 and not list(bad.glob(".*.tmp"))  # unchanged, nothing half-written
