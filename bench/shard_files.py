@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     run_dir = Path(tempfile.mkdtemp(prefix="prefray-bench-shards-"))
+    try:
+        measure_run(run_dir, args)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def measure_run(run_dir: Path, args: argparse.Namespace) -> None:
     start = time.perf_counter()
     rows = write_run(run_dir, args.files, args.rows_per_file, args.jobs)
     print(f"wrote {rows} rows in {args.files} small shards over {args.jobs} job folders "
