@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.results.store import shard_files as stored_files
 
 RATIONALE_PATTERN = r'"rationale": "(?:[^"\\]|\\.)*"(, )?'
 PREVIEW_CHARS = 240
@@ -41,9 +42,8 @@ class JobIndex:
 
 
 def shard_files(folder: Path) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    """The job folder's files holding rows (files a large file absorbed left out)."""
+    return stored_files(folder)
 
 
 def signature(folder: Path) -> str:

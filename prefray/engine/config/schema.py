@@ -57,6 +57,8 @@ class RunConfig:
     staging_dir: str | None = key(path().or_null("~/.cache/prefray/staging/<hash of run.dir>/run"), None,
                                   "local folder mirroring a URI run.dir while it runs")
     shard_size: int = key(integer(1), 16, "work units per gateway call (one Parquet shard each)")
+    compact: bool = key(boolean(), True, "roll each job's small shards into large Parquet files as it runs and ends")
+    compact_every: int = key(integer(0), 256, "small shards a job writes before they are rolled (0: only at its end)")
     seed: int = key(integer(0), 0, "base seed; sample i of a unit is sent with seed + i")
     progress: bool = key(boolean(), True, "show a live progress display")
     budget_usd: float | None = key(number(above=0).or_null("no budget"), None,

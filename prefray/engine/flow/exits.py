@@ -38,7 +38,9 @@ def stored_rows(run_dir: Path) -> int:
     try:
         import pyarrow.dataset as ds
 
-        files = [str(p) for p in (run_dir / "shards").rglob("*.parquet") if not p.name.startswith((".", "_"))]
+        from prefray.engine.results.store import shard_files
+
+        files = shard_files(run_dir / "shards")
         return ds.dataset(files, format="parquet").count_rows() if files else 0
     except Exception:  # noqa: BLE001 - the line is printed on the way out, whatever the shards hold
         return 0

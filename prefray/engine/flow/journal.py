@@ -96,8 +96,11 @@ def fold_away(run_dir: Path) -> None:
 
 
 def clean_leftovers(run_dir: Path) -> int:
-    """Remove temp files a killed run left behind (only the run dir's owner calls this)."""
-    removed = 0
+    """Remove temp files a killed run left behind and the shards a large file absorbed before the
+    kill (only the run dir's owner calls this)."""
+    from prefray.engine.results.store import drop_absorbed
+
+    removed = drop_absorbed(run_dir) if (Path(run_dir) / "shards").is_dir() else 0
     for path in list(Path(run_dir).glob("shards/**/.*.tmp")) + list(Path(run_dir).glob(".manifest.json.*.tmp")):
         path.unlink(missing_ok=True)
         removed += 1

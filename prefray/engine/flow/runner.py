@@ -3,6 +3,7 @@
 The driver plans units, skips those already stored (resume), answers what it can from the
 response cache, hands the rest of each shard to the gateway of the model that answers it, parses
 answers where a stage asks for it, and writes one Parquet shard per batch as soon as it returns.
+Those small shards are rolled into large files every `compact_every` shards and when the job ends.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from prefray.engine.calls.dispatch import Dispatcher
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.flow.progress import CALL_TAG, call_tag
 from prefray.engine.results.request_store import RequestStore
-from prefray.engine.results.store import job_dir, latest_attempts, read_rows, write_shard
+from prefray.engine.results.store import compact_folder, job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
@@ -45,6 +46,10 @@ class RunSettings:
     simulated: bool = False
     # Every distinct request sent is kept under RUN_DIR/requests/ (created from run_dir when unset).
     request_store: RequestStore | None = None
+    # Compaction: small shards of a job folder are rolled into one large file every `compact_every`
+    # shards this job writes (0: never while it runs), and all its files merged when it ends.
+    compact: bool = True
+    compact_every: int = 256
 
     def __post_init__(self) -> None:
         if self.request_store is None and not self.simulated:
@@ -73,6 +78,8 @@ class JobRunner:
         self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
         self.flow: StageFlow | None = None
+        self._shards_since_roll = 0
+        self._rolling = False
 
     async def run(self) -> None:
         """Every stage as its own task: a stage starts when the rows it needs are stored.
@@ -90,6 +97,20 @@ class JobRunner:
         finally:
             for task in tasks:
                 task.cancel()
+        if self.settings.compact:
+            await asyncio.to_thread(compact_folder, self.folder)
+
+    async def _roll_when_due(self) -> None:
+        """Roll the folder's small shards into a large file once `compact_every` were written."""
+        self._shards_since_roll += 1
+        every = self.settings.compact_every
+        if not self.settings.compact or every <= 0 or self._shards_since_roll < every or self._rolling:
+            return
+        self._rolling, self._shards_since_roll = True, 0
+        try:
+            await asyncio.to_thread(compact_folder, self.folder, True)
+        finally:
+            self._rolling = False
 
     async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], context: StageContext,
                                     flow: "StageFlow") -> None:
@@ -207,6 +228,7 @@ class JobRunner:
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
             self.flow.stored(stage.name)
+        await self._roll_when_due()
 
     async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str],
                        stage_name: str) -> list[CallResult]:

@@ -27,6 +27,8 @@ class SweepOptions:
 
     run_dir: Path
     shard_size: int = 16
+    compact: bool = True
+    compact_every: int = 256
     progress: bool = True
     budget_usd: float | None = None
     cache: bool = True
@@ -38,6 +40,7 @@ class SweepOptions:
         cache_dir = run.get("cache_dir")
         budget = run.get("budget_usd")
         return cls(run_dir=run_dir, shard_size=int(run.get("shard_size") or 16), location=location,
+                   compact=bool(run.get("compact", True)), compact_every=int(run.get("compact_every", 256)),
                    progress=bool(run.get("progress", True)),
                    budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
                    cache_path=Path(cache_dir) / "responses.sqlite" if cache_dir else None)
@@ -138,7 +141,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     try:
         with LiveProgress(enabled=show) as progress:
             settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
-                                   cache=cache, **(run_settings or {}))
+                                   cache=cache, compact=options.compact, compact_every=options.compact_every,
+                                   **(run_settings or {}))
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
             gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch

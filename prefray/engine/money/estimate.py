@@ -92,7 +92,8 @@ def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
     ratio = float(settings.pop("output_ratio", 0.5))
     scratch, existing = _scratch_copy(Path(run_dir))
     try:
-        run_settings = RunSettings(run_dir=scratch, write_cache=False, simulated=True, **settings)
+        settings.pop("compact", None)   # new rows are told apart by their files: keep them small
+        run_settings = RunSettings(run_dir=scratch, write_cache=False, simulated=True, compact=False, **settings)
         crashed = asyncio.run(drive(jobs, benchmarks, instances, run_settings, SimulatedGateways(ratio)))
         for job, error in crashed:
             raise RuntimeError(f"estimate of {job.benchmark}/{job.model.name}/{job.condition} failed: {error}")

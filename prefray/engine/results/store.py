@@ -4,12 +4,21 @@ Layout: RUN_DIR/shards/benchmark=B/model=M/condition=C/<stage>-<id>.parquet. Eve
 its own ids, so the folders are for people and for pruning; the dataset is read with an explicit
 schema and no partitioning. A shard is written to a hidden temp file in the same folder and
 renamed into place, so a crash leaves either the whole shard or nothing the reader sees.
+
+Small shards are the write-ahead form of a running job: compaction rolls them into large files
+(compact-<id>.parquet: zstd, row groups of 64k rows) and then deletes them. A large file names the
+files it absorbed in its Parquet metadata, and readers skip an absorbed file still on disk, so a
+crash between the rename of the large file and the deletion of its inputs counts no row twice; the
+next owner of the run dir (or the next compaction) deletes the leftovers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,14 +81,212 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
 
 
 def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
-    """Every stored row under `root` (a run dir or any folder below its shards/)."""
-    root = Path(root)
-    base = root / "shards" if (root / "shards").is_dir() or (root / "manifest.json").exists() else root
-    files = sorted(str(p) for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    """Every stored row under `root` (a run dir or any folder below its shards/), each once.
+
+    A compaction may run meanwhile (in another thread): a file it deleted between listing and
+    reading, or a listing that changed during the read, makes the read start again, so the rows
+    returned are those of one consistent set of files.
+    """
+    base = shards_base(root)
+    files = shard_files(base)
+    for _ in range(READ_TRIES):
+        try:
+            table = _read(files, filter_expr)
+        except (OSError, pa.ArrowException):
+            if all(os.path.exists(f) for f in files):
+                raise
+            table = None
+        now = shard_files(base)
+        if table is not None and now == files:
+            return table
+        files = now
+    raise RuntimeError(f"the shards under {base} kept changing while being read ({READ_TRIES} tries)")
+
+
+def _read(files: list[str], filter_expr: ds.Expression | None) -> pa.Table:
     if not files:
         return SHARD_SCHEMA.empty_table()
     dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
     return dataset.to_table(filter=filter_expr)
+
+
+def shards_base(root: Path) -> Path:
+    root = Path(root)
+    return root / "shards" if (root / "shards").is_dir() or (root / "manifest.json").exists() else root
+
+
+def shard_files(root: Path) -> list[str]:
+    """The Parquet files holding the rows under `root`: hidden, temp and absorbed files left out."""
+    base = shards_base(root)
+    if not base.is_dir():
+        return []
+    files = sorted(p for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    absorbed = {p.parent / name for p in files if is_compacted(p) for name in absorbed_by(p)}
+    return [str(p) for p in files if p not in absorbed]
+
+
+def is_compacted(path: Path) -> bool:
+    return path.name.startswith(COMPACT_PREFIX)
+
+
+def absorbed_by(path: Path) -> list[str]:
+    """Names of the files (same folder) whose rows the large file `path` holds."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except FileNotFoundError:
+        return []
+    return json.loads(metadata.get(ABSORBED_KEY, b"[]"))
+
+
+# -- compaction ---------------------------------------------------------------------------------
+
+COMPACT_PREFIX = "compact-"
+ABSORBED_KEY = b"prefray.absorbed"
+ROW_GROUP_ROWS = 65_536
+FILE_ROWS = 16 * ROW_GROUP_ROWS    # a large file is full at ~1M rows; full files are left as they are
+READ_TRIES = 8
+_folder_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one compaction did: files absorbed, large files written, rows they hold."""
+
+    absorbed: int = 0
+    written: int = 0
+    rows: int = 0
+
+    def __add__(self, other: "Compaction") -> "Compaction":
+        return Compaction(self.absorbed + other.absorbed, self.written + other.written, self.rows + other.rows)
+
+
+def _folder_lock(folder: Path) -> threading.Lock:
+    with _locks_guard:
+        return _folder_locks.setdefault(Path(folder).resolve(), threading.Lock())
+
+
+def drop_absorbed(root: Path) -> int:
+    """Delete files a large file absorbed but a crash left on disk; returns how many."""
+    base = shards_base(root)
+    removed = 0
+    for large in sorted(base.rglob(f"{COMPACT_PREFIX}*.parquet")) if base.is_dir() else []:
+        for name in absorbed_by(large):
+            path = large.parent / name
+            if path.exists():
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def compact_folder(folder: Path, small_only: bool = False) -> Compaction:
+    """Roll the shards of one job folder into large files, each written atomically before the
+    files it absorbed are deleted. `small_only` rolls only small shards (while the job runs);
+    otherwise large files that are not full are merged too. Writers may add shards meanwhile."""
+    folder = Path(folder)
+    with _folder_lock(folder):
+        drop_absorbed(folder)
+        inputs = _compaction_inputs(folder, small_only)
+        done = Compaction()
+        for group in _groups(inputs):
+            if len(group) > 1:
+                done += _merge(folder, group)
+        return done
+
+
+def _compaction_inputs(folder: Path, small_only: bool) -> list[tuple[Path, int]]:
+    """(file, rows) of this folder's files to roll: every small shard, and large files not full."""
+    found = []
+    for path in sorted(folder.glob("*.parquet")):
+        if path.name.startswith((".", "_")):
+            continue
+        if is_compacted(path) and small_only:
+            continue
+        rows = pq.read_metadata(path).num_rows
+        if not (is_compacted(path) and rows >= FILE_ROWS):
+            found.append((path, rows))
+    return found
+
+
+def _groups(inputs: list[tuple[Path, int]]) -> list[list[tuple[Path, int]]]:
+    """Consecutive inputs packed into groups of at most FILE_ROWS rows (a bigger file stays alone)."""
+    groups: list[list[tuple[Path, int]]] = []
+    total = 0
+    for item in inputs:
+        if not groups or total + item[1] > FILE_ROWS:
+            groups.append([])
+            total = 0
+        groups[-1].append(item)
+        total += item[1]
+    return groups
+
+
+def _merge(folder: Path, group: list[tuple[Path, int]]) -> Compaction:
+    names = [path.name for path, _ in group]
+    expected = sum(rows for _, rows in group)
+    digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
+    final = folder / f"{COMPACT_PREFIX}{digest}.parquet"
+    temp = folder / f".{final.name}.{os.getpid()}.tmp"
+    schema = SHARD_SCHEMA.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
+    try:
+        written = _write_large(temp, schema, [str(path) for path, _ in group])
+        if written != expected:
+            raise RuntimeError(f"compaction of {folder} read {written} rows where the footers hold {expected}")
+        os.replace(temp, final)
+    finally:
+        temp.unlink(missing_ok=True)
+    _sync_folder(folder)
+    for path, _ in group:
+        path.unlink(missing_ok=True)
+    return Compaction(absorbed=len(group), written=1, rows=written)
+
+
+def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
+    """Stream `files` into one zstd Parquet file with full row groups; returns the rows written."""
+    source = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
+    written, pending, buffered = 0, [], 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in source.to_batches(batch_size=ROW_GROUP_ROWS):
+            pending.append(batch)
+            buffered += batch.num_rows
+            if buffered >= ROW_GROUP_ROWS:
+                written += _flush(writer, pending)
+                pending, buffered = [], 0
+        written += _flush(writer, pending)
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+    return written
+
+
+def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
+    if not batches:
+        return 0
+    table = pa.Table.from_batches(batches, schema=SHARD_SCHEMA)
+    writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+    return table.num_rows
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable before the absorbed files go."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def job_folders(run_dir: Path) -> list[Path]:
+    """Every folder under RUN_DIR/shards that holds Parquet files."""
+    base = Path(run_dir) / "shards"
+    return sorted({p.parent for p in base.rglob("*.parquet")}) if base.is_dir() else []
+
+
+def compact_run(run_dir: Path) -> Compaction:
+    """Compact every job folder of a run (its owner calls this: see prefray.compact)."""
+    done = Compaction()
+    for folder in job_folders(run_dir):
+        done += compact_folder(folder)
+    return done
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:

@@ -1,0 +1,185 @@
+"""Small shards rolled into large files: every row read exactly once, whatever moment a crash hits."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from prefray.engine.flow.journal import clean_leftovers
+from prefray.engine.flow.ownership import RunDirLock
+from prefray.engine.results.store import (
+    ROW_GROUP_ROWS, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
+)
+from tests.conftest import ROOT
+
+
+def unit_rows(start: int, count: int, stage: str = "generate") -> list[dict]:
+    return [{"unit_id": f"u{i:05d}", "attempt": 1, "stage": stage, "status": "ok", "text": f"answer {i}",
+             "input_tokens": i} for i in range(start, start + count)]
+
+
+def write_small_shards(folder: Path, shards: int, size: int) -> set[str]:
+    for n in range(shards):
+        write_shard(folder, "generate", unit_rows(n * size, size))
+    return {f"u{i:05d}" for i in range(shards * size)}
+
+
+def parquet_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.parquet"))
+
+
+def test_compaction_keeps_every_row_once_in_one_zstd_file(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 40, 16)
+    before = read_rows(tmp_path).sort_by("unit_id")
+    done = compact_folder(folder)
+    assert (done.absorbed, done.written, done.rows) == (40, 1, 640)
+    (large,) = parquet_names(folder)
+    assert large.startswith("compact-")
+    metadata = pq.read_metadata(folder / large)
+    assert metadata.row_group(0).column(0).compression == "ZSTD"
+    assert len(absorbed_by(folder / large)) == 40
+    after = read_rows(tmp_path).sort_by("unit_id")
+    assert set(after["unit_id"].to_pylist()) == expected
+    assert after.equals(before)
+    assert compact_folder(folder).written == 0  # nothing left to roll
+
+
+def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 12, 16)
+    kept = tmp_path / "kept"
+    shutil.copytree(folder, kept)
+    compact_folder(folder)
+    for path in kept.glob("*.parquet"):  # the crash: the large file renamed in, its inputs not yet deleted
+        shutil.copy2(path, folder / path.name)
+    assert len(parquet_names(folder)) == 13
+    naive = ds.dataset(folder, format="parquet").count_rows()
+    assert naive == 2 * len(expected)  # a plain scan would count every row twice
+    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    assert set(counts) == expected and set(counts.values()) == {1}
+    assert len(shard_files(tmp_path)) == 1
+
+    assert clean_leftovers(tmp_path) == 12  # the run dir's next owner deletes the leftovers
+    assert len(parquet_names(folder)) == 1
+    assert ds.dataset(folder, format="parquet").count_rows() == len(expected)
+
+
+def test_a_merge_of_large_files_interrupted_before_its_deletions_counts_once(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 6, 10)
+    compact_folder(folder, small_only=True)
+    (first,) = parquet_names(folder)
+    small = write_shard(folder, "judge", unit_rows(1000, 10, stage="judge"))
+    saved = (folder / first).read_bytes()
+    compact_folder(folder)  # merges the first large file and the new small shard
+    (second,) = parquet_names(folder)
+    assert sorted(absorbed_by(folder / second)) == sorted([first, small.name])
+    (folder / first).write_bytes(saved)  # a crash left the absorbed large file behind
+    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    assert len(counts) == 70 and set(counts.values()) == {1}
+
+
+def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 3, 5)
+    compact_folder(folder, small_only=True)
+    for n in range(3, 6):
+        write_shard(folder, "generate", unit_rows(n * 5, 5))
+    compact_folder(folder, small_only=True)
+    assert [n[:8] for n in parquet_names(folder)] == ["compact-", "compact-"]
+    compact_folder(folder)
+    (large,) = parquet_names(folder)
+    metadata = pq.read_metadata(folder / large)
+    assert (metadata.num_rows, metadata.num_row_groups) == (30, 1)
+    assert ROW_GROUP_ROWS == 65_536
+
+
+def test_reads_during_a_compaction_in_another_thread_see_every_row_once(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 300, 4)
+    worker = threading.Thread(target=compact_folder, args=(folder,))
+    worker.start()
+    reads = []
+    while worker.is_alive() or not reads:
+        reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+    worker.join()
+    reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+    assert len(parquet_names(folder)) == 1
+    for counts in reads:
+        assert set(counts) == expected and set(counts.values()) == {1}
+
+
+def compact_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prefray.compact", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner(tmp_path):
+    missing = compact_cli(str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
+    assert "not a directory" in missing.stderr
+    not_a_run = compact_cli(str(tmp_path))
+    assert not_a_run.returncode == 2 and "no shards/" in not_a_run.stderr
+
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 4, 3)
+    with RunDirLock(tmp_path):
+        busy = compact_cli(str(tmp_path))
+    assert busy.returncode == 2 and "in use by another prefray run" in busy.stderr
+    assert len(parquet_names(folder)) == 4  # nothing changed
+
+
+def test_compact_command_rolls_an_older_run(tmp_path):
+    expected = set()
+    for model in ("m1", "m2"):
+        expected |= {f"{model}/{u}" for u in write_small_shards(job_dir(tmp_path, "b", model, "c"), 9, 4)}
+    done = compact_cli(str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "18 → 2 Parquet file(s) in 2 job folder(s); 72 row(s)" in done.stdout
+    table = ds.dataset(tmp_path / "shards", format="parquet").to_table()
+    found = [f"{path.split('model=')[1].split('/')[0]}/{u}"
+             for path in shard_files(tmp_path) for u in pq.read_table(path)["unit_id"].to_pylist()]
+    assert table.num_rows == 72 and set(found) == expected and len(found) == len(set(found))
+
+
+def metrics_rows(run_dir: Path) -> list[str]:
+    return sorted((run_dir / "metrics.csv").read_text().splitlines())
+
+
+def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli, fake_server, tmp_path):
+    args = ["benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(), "limit=2",
+            "run.cache=false", "run.shard_size=1"]
+    plain, rolled = tmp_path / "plain", tmp_path / "rolled"
+    run_cli(*args, f"run.dir={plain}", "run.compact=false")
+    run_cli(*args, f"run.dir={rolled}", "run.compact_every=2")
+
+    plain_files, rolled_files = shard_files(plain), shard_files(rolled)
+    (folder,) = {Path(f).parent for f in rolled_files}
+    assert len(rolled_files) == 1 and len(list(folder.iterdir())) == 1
+    assert len(plain_files) == read_rows(plain).num_rows > 4  # one file per unit without compaction
+    # the job's end merged the large files rolled while it ran (every two shards)
+    assert any(name.startswith("compact-") for name in absorbed_by(Path(rolled_files[0])))
+    assert metrics_rows(rolled) == metrics_rows(plain)
+    columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
+    stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
+    assert stored[0].equals(stored[1])
+
+
+def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):
+    good, bad = job_dir(tmp_path, "b", "a", "c"), job_dir(tmp_path, "b", "z", "c")
+    write_small_shards(good, 3, 2)
+    write_small_shards(bad, 3, 2)
+    (bad / "generate-0000000000000bad.parquet").write_bytes(b"PAR1 not a parquet file")
+    done = compact_cli(str(tmp_path))
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "compaction of" in done.stderr and "stopped" in done.stderr
+    assert [n[:8] for n in parquet_names(good)] == ["compact-"]  # compacted before the bad folder
+    assert len(parquet_names(bad)) == 4 and not list(bad.glob(".*.tmp"))  # unchanged, nothing half-written
