@@ -97,3 +97,50 @@ def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server,
     assert stats["rate_limited"] == 0, stats
     stamps = [r["started_at"] for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist()]
     assert len(stamps) >= 20
+
+
+# -- lanes shared by jobs take turns ------------------------------------------------------------
+async def send_tagged(limits: ModelLimits, tags: list[str], latency: float) -> list[str]:
+    """Queue one call per tag, in this order; return the tags in the order the lane sent them."""
+    sent: list[str] = []
+
+    async def one(tag: str) -> None:
+        async with limits.slot(10, tag):
+            sent.append(tag)
+            await asyncio.sleep(latency)
+
+    calls = []
+    for tag in tags:
+        calls.append(asyncio.ensure_future(one(tag)))
+        await asyncio.sleep(0)            # each call reaches the lane before the next is made
+    await asyncio.gather(*calls)
+    return sent
+
+
+def test_a_lane_takes_turns_across_tags_not_arrival_order():
+    sent = asyncio.run(send_tagged(ModelLimits(None, None, 1), ["a"] * 12 + ["b"] * 4 + ["c"] * 2, 0.001))
+    # "a" 1 is sent on arrival, "a" 2 holds the turn waiting for the one slot, "a" 3 has the next
+    # turn (its tag was first in line); then the three tags alternate while each has calls waiting
+    assert sent == ["a", "a", "a", "b", "c", "a", "b", "c", "a", "b", "a", "b"] + ["a"] * 6
+    paced = asyncio.run(send_tagged(ModelLimits(6000, None, 4), ["a"] * 20 + ["b"] * 5, 0.01))
+    assert max(i for i, tag in enumerate(paced) if tag == "b") < 12   # b is done long before a
+
+
+def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_server, tmp_path):
+    """Job "fake" answers at once, so all its judge units wait on the judge lane (one call at a time)
+    before job "fake-anthropic" has its first answer; the lane still serves the second job's units
+    in turns with the first's instead of after them."""
+    server = make_fake_server("--model-latency", "fake-claude=1.5,fake-judge=0.1")
+    run = tmp_path / "run"
+    run_cli("-m", "model=fake,fake-anthropic", "judge=fake", "benchmark=benchpres", "condition=default", "limit=8",
+            "run.cache=false", "run.shard_size=2", "judge.max_concurrency=1", *server.model_overrides(),
+            f"run.dir={run}")
+    lane = [r for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist() if r["role"] == "judge"]
+    first = [r for r in lane if r["model"] == "fake"]
+    second = [r for r in lane if r["model"] == "fake-anthropic"]
+    assert len(first) >= 20 and len(second) >= 20
+    # every judge unit of the first job had reached the lane before the second job's first one did
+    assert max(r["started_at"] for r in first) < min(r["started_at"] for r in second)
+    # one call at a time: the order of answers is the order of sends
+    first_done = sorted(r["finished_at"] for r in first)
+    assert min(r["finished_at"] for r in second) < first_done[int(0.9 * len(first_done))]
