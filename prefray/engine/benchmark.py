@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -75,11 +75,12 @@ class Stage:
     starts once they are done. With `per_unit`, each unit needs only rows of its inputs that belong
     to it (a judge unit needs its one answer), so `build` may be called on the rows stored so far
     and the stage starts sending while its inputs still run; `build` must then return, for the
-    rows it is given, the same units it returns for the full set.
+    rows it is given, the same units it returns for the full set. `build` may return a list or yield
+    units one by one; the engine takes them as it sends them (a generator keeps memory flat).
     """
 
     name: str
-    build: Callable[[StageContext], list[WorkUnit]]
+    build: Callable[[StageContext], Iterable[WorkUnit]]
     role: str = "subject"
     parse: Callable[[str], Any] | None = None
     example_answer: str | None = None
