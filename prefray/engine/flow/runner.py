@@ -203,14 +203,24 @@ class JobRunner:
     async def _send_as_rows_arrive(self, stage: Stage, spec: ModelSpec, judge: str,
                                    states: dict[str, tuple[str, str, int]], earlier: dict[str, pa.Table],
                                    feed: "RowFeed") -> None:
+        """With one input, each round builds from the new rows only (a unit needs its own row). With
+        several, a unit may pair rows that arrive in different rounds: each round builds from every
+        row so far and sends the units not built before."""
         built = 0
         sender = ShardSender(self, stage, spec, judge, 0, lambda: built)
         skip = self._skip_sending(stage)
-        batches: Iterable[dict[str, pa.Table]] = _chunks(earlier) if len(earlier) == 1 else [earlier]
-        del earlier   # read in chunks, then let go
+        joined = len(earlier) > 1
+        seen: set[str] = set()
+        batches: Iterable[dict[str, pa.Table]] = [earlier] if joined else _chunks(earlier)
+        so_far = earlier if joined else {}
+        del earlier   # one input: read in chunks, then let go
         while True:
             for rows in batches:
                 units = stage.build(StageContext(self.job, self.instances, rows))
+                if joined:
+                    fresh = {unit_id(self.job, stage, judge, u): u for u in units}
+                    units = [u for uid, u in fresh.items() if uid not in seen]
+                    seen.update(fresh)
                 for p in self._pending(stage, judge, units, states):
                     built += 1
                     if p is None or skip:
@@ -218,10 +228,14 @@ class JobRunner:
                     else:
                         await sender.add(p)
                 sender.report()
-            rows = await feed.next_rows()
-            if not rows:
+            new = await feed.next_rows()
+            if not new:
                 break
-            batches = [rows]
+            if joined:
+                so_far = {name: latest_attempts(pa.concat_tables([so_far[name], new[name]])) for name in so_far}
+                batches = [so_far]
+            else:
+                batches = [new]
         await sender.drain()
 
     def _report(self, stage: str, finished: int, total: int) -> None:
