@@ -127,20 +127,29 @@ def test_a_lane_takes_turns_across_tags_not_arrival_order():
 
 
 def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_server, tmp_path):
-    """Job "fake" answers at once, so all its judge units wait on the judge lane (one call at a time)
-    before job "fake-anthropic" has its first answer; the lane still serves the second job's units
-    in turns with the first's instead of after them."""
-    server = make_fake_server("--model-latency", "fake-claude=1.5,fake-judge=0.1")
+    """Job "fake" answers at once, so all its judge units wait on the judge lane (one call at a time,
+    0.2 s each) before job "fake-anthropic" has its first answer (its gateway starts, then answers
+    after 0.5 s); the lane serves the second job's units in turns with the first's, not after them."""
+    server = make_fake_server("--model-latency", "fake-claude=0.5,fake-judge=0.2")
     run = tmp_path / "run"
-    run_cli("-m", "model=fake,fake-anthropic", "judge=fake", "benchmark=benchpres", "condition=default", "limit=8",
-            "run.cache=false", "run.shard_size=2", "judge.max_concurrency=1", *server.model_overrides(),
+    # 4 instances × 3 samples: 12 answers, 48 verdicts and 12 scores per job, in shards of 16 (all of
+    # a stage's shards are in flight at once: the driver holds none back)
+    run_cli("-m", "model=fake,fake-anthropic", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4",
+            "run.cache=false", "run.shard_size=16", "judge.max_concurrency=1", *server.model_overrides(),
             f"run.dir={run}")
     lane = [r for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist() if r["role"] == "judge"]
     first = [r for r in lane if r["model"] == "fake"]
     second = [r for r in lane if r["model"] == "fake-anthropic"]
-    assert len(first) >= 20 and len(second) >= 20
-    # every judge unit of the first job had reached the lane before the second job's first one did
-    assert max(r["started_at"] for r in first) < min(r["started_at"] for r in second)
-    # one call at a time: the order of answers is the order of sends
+    assert len(first) == len(second) == 60
+    arrived = min(r["started_at"] for r in second)
+    # every judge unit of the first job had reached the lane before the second job's first one did,
+    # and many of them were still waiting then
+    assert max(r["started_at"] for r in first) < arrived
+    assert sum(r["finished_at"] > arrived for r in first) >= 10
+    # one call at a time, so answers come in the order of sends: before the second job's first unit
+    # went out, the first job finished only the call in flight, the one holding the turn, and one of
+    # each of its tags ahead in line (verdicts, scores); arrival order would send all its waiting units
+    first_served = min(r["finished_at"] for r in second)
+    assert sum(arrived < r["finished_at"] < first_served for r in first) <= 4
     first_done = sorted(r["finished_at"] for r in first)
-    assert min(r["finished_at"] for r in second) < first_done[int(0.9 * len(first_done))]
+    assert first_served < first_done[int(0.9 * len(first_done))]
