@@ -2,7 +2,8 @@
 
 A gateway owns the rate limits, the concurrency cap and the retries for its endpoint. It takes a
 whole shard per call (an actor call costs ~0.5 ms, an HTTP call far more) and answers every
-request with a CallResult: a failed call is a row with a cause, never an exception.
+request with a CallResult: a failed call is a row with a cause, never an exception. Each batch
+carries its job and stage tag; a lane serves the tags' waiting calls in turns (limits.FairTurns).
 """
 
 from __future__ import annotations
