@@ -97,3 +97,59 @@ def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server,
     assert stats["rate_limited"] == 0, stats
     stamps = [r["started_at"] for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist()]
     assert len(stamps) >= 20
+
+
+# -- lanes shared by jobs take turns ------------------------------------------------------------
+async def send_tagged(limits: ModelLimits, tags: list[str], latency: float) -> list[str]:
+    """Queue one call per tag, in this order; return the tags in the order the lane sent them."""
+    sent: list[str] = []
+
+    async def one(tag: str) -> None:
+        async with limits.slot(10, tag):
+            sent.append(tag)
+            await asyncio.sleep(latency)
+
+    calls = []
+    for tag in tags:
+        calls.append(asyncio.ensure_future(one(tag)))
+        await asyncio.sleep(0)            # each call reaches the lane before the next is made
+    await asyncio.gather(*calls)
+    return sent
+
+
+def test_a_lane_takes_turns_across_tags_not_arrival_order():
+    sent = asyncio.run(send_tagged(ModelLimits(None, None, 1), ["a"] * 12 + ["b"] * 4 + ["c"] * 2, 0.001))
+    # "a" 1 is sent on arrival, "a" 2 holds the turn waiting for the one slot, "a" 3 has the next
+    # turn (its tag was first in line); then the three tags alternate while each has calls waiting
+    assert sent == ["a", "a", "a", "b", "c", "a", "b", "c", "a", "b", "a", "b"] + ["a"] * 6
+    paced = asyncio.run(send_tagged(ModelLimits(6000, None, 4), ["a"] * 20 + ["b"] * 5, 0.01))
+    assert max(i for i, tag in enumerate(paced) if tag == "b") < 12   # b is done long before a
+
+
+def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_server, tmp_path):
+    """Job "fake" answers at once, so all its judge units wait on the judge lane (one call at a time,
+    0.2 s each) before job "fake-anthropic" has its first answer (its gateway starts, then answers
+    after 0.5 s); the lane serves the second job's units in turns with the first's, not after them."""
+    server = make_fake_server("--model-latency", "fake-claude=0.5,fake-judge=0.2")
+    run = tmp_path / "run"
+    # 4 instances × 3 samples: 12 answers, 48 verdicts and 12 scores per job, in shards of 16 (all of
+    # a stage's shards are in flight at once: the driver holds none back)
+    run_cli("-m", "model=fake,fake-anthropic", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4",
+            "run.cache=false", "run.shard_size=16", "judge.max_concurrency=1", *server.model_overrides(),
+            f"run.dir={run}")
+    lane = [r for r in ds.dataset(run / "shards", format="parquet").to_table().to_pylist() if r["role"] == "judge"]
+    first = [r for r in lane if r["model"] == "fake"]
+    second = [r for r in lane if r["model"] == "fake-anthropic"]
+    assert len(first) == len(second) == 60
+    arrived = min(r["started_at"] for r in second)
+    # every judge unit of the first job had reached the lane before the second job's first one did,
+    # and many of them were still waiting then
+    assert max(r["started_at"] for r in first) < arrived
+    assert sum(r["finished_at"] > arrived for r in first) >= 10
+    # one call at a time, so answers come in the order of sends: before the second job's first unit
+    # went out, the first job finished only the call in flight, the one holding the turn, and one of
+    # each of its tags ahead in line (verdicts, scores); arrival order would send all its waiting units
+    first_served = min(r["finished_at"] for r in second)
+    assert sum(arrived < r["finished_at"] < first_served for r in first) <= 4
+    first_done = sorted(r["finished_at"] for r in first)
+    assert first_served < first_done[int(0.9 * len(first_done))]

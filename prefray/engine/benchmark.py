@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -75,7 +75,8 @@ class Stage:
     starts once they are done. With `per_unit`, each unit needs only rows of its inputs that belong
     to it (a judge unit needs its one answer), so `build` may be called on the rows stored so far
     and the stage starts sending while its inputs still run; `build` must then return, for the
-    rows it is given, the same units it returns for the full set.
+    rows it is given, the same units it returns for the full set. `build` may return a list or yield
+    units one by one; the engine takes them as it sends them (a generator keeps memory flat).
     `read` (for a stage without `parse`) derives a decision from an answer and its unit, e.g. an
     exact match against a name in the unit's meta; it never fails and asks nothing again. Its value
     (None: nothing to record) is stored as the row's `parsed_json` with the answer, so the metrics
@@ -83,7 +84,7 @@ class Stage:
     """
 
     name: str
-    build: Callable[[StageContext], list[WorkUnit]]
+    build: Callable[[StageContext], Iterable[WorkUnit]]
     role: str = "subject"
     parse: Callable[[str], Any] | None = None
     example_answer: str | None = None

@@ -14,6 +14,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    parser.add_argument("--model-latency", default="",
+                        help="MODEL=SECONDS[,MODEL=SECONDS]: these models answer after this latency instead")
     parser.add_argument("--rpm", type=float, default=None, help="requests per minute before 429")
     parser.add_argument("--tpm", type=float, default=None, help="input tokens per minute before 429")
     parser.add_argument("--limit-models", default="",
@@ -41,7 +43,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
         parser.error(f"--faults: unknown kind(s) {unknown}; choose among {list(FAULT_KINDS)}")
     limited = tuple(m for m in args.limit_models.split(",") if m)
     rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
-    options = FakeOptions(latency_s=args.latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
+    model_latency = {m: float(s) for m, _, s in (item.partition("=") for item in args.model_latency.split(",") if item)}
+    options = FakeOptions(latency_s=args.latency, model_latency_s=model_latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
                           strict_window_s=args.strict_window, rejected=rejected, inflate_input=args.inflate_input,

@@ -30,6 +30,7 @@ REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 @dataclass
 class FakeOptions:
     latency_s: float = 0.0
+    model_latency_s: dict[str, float] = field(default_factory=dict)  # model id -> seconds, instead of latency_s
     rpm: float | None = None
     tpm: float | None = None
     limited_models: tuple[str, ...] = ()  # models the rpm/tpm limits apply to (empty = all)
@@ -185,8 +186,9 @@ class FakeProvider:
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         fault = self._fault_for(body_hash)
         if fault is None:
-            if self.options.latency_s:
-                await asyncio.sleep(self.options.latency_s)
+            latency = self.options.model_latency_s.get(model, self.options.latency_s)
+            if latency:
+                await asyncio.sleep(latency)
             return None
         self.stats.faults += 1
         if fault == "429":

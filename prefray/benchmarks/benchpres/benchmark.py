@@ -7,7 +7,7 @@ Paper: BenchPreS (arXiv 2603.16557). Run:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -71,15 +71,16 @@ class BenchPreS:
                   inputs=("generate",), per_unit=True),
         ]
 
-    def _generation_units(self, ctx: StageContext) -> list[WorkUnit]:
+    def _generation_units(self, ctx: StageContext) -> Iterator[WorkUnit]:
+        """Yielded one by one (the runner takes them as it sends); an instance's samples share
+        its message and meta."""
         params = dict(ctx.job.settings.get("generation", {}))
-        units = []
         for inst in ctx.instances:
+            messages = ({"role": "user", "content": inst.prompt},)
+            meta = _generation_meta(inst)
             for sample in range(int(ctx.job.settings.get("samples", 1))):
-                request = ChatRequest(messages=({"role": "user", "content": inst.prompt},),
-                                      params=params, seed=ctx.job.seed + sample)
-                units.append(WorkUnit(inst.instance_id, request, sample=sample, meta=_generation_meta(inst)))
-        return units
+                request = ChatRequest(messages=messages, params=params, seed=ctx.job.seed + sample)
+                yield WorkUnit(inst.instance_id, request, sample=sample, meta=meta)
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
         """One verdict per (answered response, non-nickname preference). An answered response is

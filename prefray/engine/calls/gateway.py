@@ -2,7 +2,8 @@
 
 A gateway owns the rate limits, the concurrency cap and the retries for its endpoint. It takes a
 whole shard per call (an actor call costs ~0.5 ms, an HTTP call far more) and answers every
-request with a CallResult: a failed call is a row with a cause, never an exception.
+request with a CallResult: a failed call is a row with a cause, never an exception. Each batch
+carries its job and stage tag; a lane serves the tags' waiting calls in turns (limits.FairTurns).
 """
 
 from __future__ import annotations
@@ -47,15 +48,16 @@ class _Lane:
         """Error texts are stored on rows: never with the API key in them."""
         return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
-    async def call(self, request: ChatRequest, budget: Any = None) -> CallResult:
-        """One unit through the lane's gate (fail fast on a hopeless lane)."""
+    async def call(self, request: ChatRequest, budget: Any = None, tag: str = "") -> CallResult:
+        """One unit through the lane's gate (fail fast on a hopeless lane); `tag` (job and stage)
+        is the queue it waits in for its fair turn on the lane."""
         started = time.time()
         probe = await self.gate.enter()
         if self.gate.stopped:
             return _lane_stopped(self.gate, started)
         result = None
         try:
-            result = await self._paid_call(request, budget, started, calibrating=probe)
+            result = await self._paid_call(request, budget, started, calibrating=probe, tag=tag)
             if self.journal is not None and result.status == "ok":
                 self.journal.record(self.spec.model_id, request, result)
             return result
@@ -63,13 +65,14 @@ class _Lane:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
                                   counted=result is not None)
 
-    async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool) -> CallResult:
+    async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool,
+                         tag: str = "") -> CallResult:
         """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
         ratio), call with retries, learn from the reported usage, settle."""
         reserved = max_call_cost(self.spec, request, self.calibration.ratio) if budget is not None else 0.0
         if budget is not None and not await budget.reserve.remote(reserved):
             return skipped_for_budget(started)
-        result = await self._call_with_retries(request, started)
+        result = await self._call_with_retries(request, started, tag)
         self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
         result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
         if budget is not None:
@@ -83,12 +86,12 @@ class _Lane:
                              outcome, input_tokens, output_tokens,
                              call_cost(self.spec, input_tokens, output_tokens))
 
-    async def _call_with_retries(self, request: ChatRequest, started: float) -> CallResult:
+    async def _call_with_retries(self, request: ChatRequest, started: float, tag: str = "") -> CallResult:
         estimate = request.estimated_input_tokens()
         tries = 0
         while True:
             tries += 1
-            async with self.limits.slot(estimate):
+            async with self.limits.slot(estimate, tag):
                 self._record_try(request, SENT, 0, 0)
                 sent = time.time()
                 try:
@@ -157,7 +160,7 @@ class Gateway:
 
     async def _counted(self, lane: "_Lane", request: ChatRequest, budget: Any, tag: str | None) -> CallResult:
         """One call; its end is counted under the batch's tag (job and stage) for live progress."""
-        result = await lane.call(request, budget)
+        result = await lane.call(request, budget, tag or "")
         if tag is not None:
             done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
             self.counts[tag] = (done + 1, failed + (result.status != "ok"),

@@ -5,6 +5,9 @@
   the first second on.
 - **Input tokens** use a short-window aiolimiter bucket, charged an estimate before the call and
   reconciled after it.
+- **Turns are fair across jobs**: calls waiting on a lane are admitted one at a time, taking turns
+  across their tags (job and stage) round-robin; within a tag, in arrival order. A job that queued
+  a thousand calls first does not hold a second job's calls back until its own are all sent.
 - **In-flight calls** follow from the limit (Little's law): with a request limit, the lane keeps
   rate × measured latency (plus a margin) calls in flight, up to `max_concurrency` (the ceiling);
   a 429 or a 5xx halves the window, which then grows back as answers arrive (AIMD).
@@ -26,6 +29,7 @@ import hashlib
 import math
 import os
 import time
+from collections import OrderedDict, deque
 from typing import Any, AsyncIterator, Mapping
 
 import ray
@@ -153,6 +157,57 @@ class InFlightWindow:
                 self._changed.notify_all()
 
 
+class FairTurns:
+    """Admits one caller at a time; waiting callers take turns across tags, round-robin.
+
+    `tags` holds, per tag with callers waiting, their futures in arrival order; the tag served
+    last moves to the back, so with k tags waiting each gets every k-th turn.
+    """
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.tags: OrderedDict[str, deque[asyncio.Future]] = OrderedDict()
+
+    def waiting(self) -> int:
+        return sum(len(queue) for queue in self.tags.values())
+
+    async def enter(self, tag: str) -> None:
+        if not self.busy and not self.tags:
+            self.busy = True
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self.tags.setdefault(tag, deque()).append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.leave()          # the turn was given to this caller: pass it on
+            else:
+                self._forget(tag, turn)
+            raise
+
+    def leave(self) -> None:
+        """End the current turn: the next tag in line gets the next one."""
+        while self.tags:
+            tag, queue = next(iter(self.tags.items()))
+            turn = queue.popleft()
+            if queue:
+                self.tags.move_to_end(tag)
+            else:
+                del self.tags[tag]
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.busy = False
+
+    def _forget(self, tag: str, turn: asyncio.Future) -> None:
+        queue = self.tags.get(tag)
+        if queue is not None and turn in queue:
+            queue.remove(turn)
+            if not queue:
+                del self.tags[tag]
+
+
 class ModelLimits:
     """The limits one gateway enforces for one model id."""
 
@@ -165,19 +220,32 @@ class ModelLimits:
         # The pacer sets the rate; the window starts at the ceiling so it never holds the first calls
         # back, shrinks on pushback and grows back to Little's law as answers arrive.
         self.window = InFlightWindow(ceiling, ceiling)
+        self.turns = FairTurns()
         self.latency_s: float | None = None
         self.paused_until = 0.0
         self.learned = False
 
     @contextlib.asynccontextmanager
-    async def slot(self, estimated_tokens: int) -> AsyncIterator[None]:
-        """Hold an in-flight slot after the request and token budgets admit one call."""
-        await self.window.acquire()
+    async def slot(self, estimated_tokens: int, tag: str = "") -> AsyncIterator[None]:
+        """Hold an in-flight slot after the request and token budgets admit one call.
+
+        Callers are admitted one at a time, in fair turns across tags: the turn lasts until the
+        call has its in-flight slot and its request and tokens, so the send order is the turn order.
+        """
+        await self.turns.enter(tag)
         try:
-            pause = self.paused_until - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            await self.buckets.take(1, estimated_tokens)
+            await self.window.acquire()
+            try:
+                pause = self.paused_until - time.monotonic()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                await self.buckets.take(1, estimated_tokens)
+            except BaseException:
+                await self.window.release()
+                raise
+        finally:
+            self.turns.leave()
+        try:
             yield
         finally:
             await self.window.release()

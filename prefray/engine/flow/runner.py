@@ -4,15 +4,21 @@ The driver plans units, skips those already stored (resume), answers what it can
 response cache, hands the rest of each shard to the gateway of the model that answers it, parses
 answers where a stage asks for it, and writes one Parquet shard per batch as soon as it returns.
 Those small shards are rolled into large files every `compact_every` shards and when the job ends.
+
+The driver's memory does not grow with the number of calls: a stage's units are taken from its
+`build` as shards are sent (at most `inflight_shards` shards of a stage are in flight), streaming
+stages see only the rows stored since their last round, and stored rows stay on disk until a
+stage that needs all of them starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -23,12 +29,29 @@ from prefray.engine.calls.dispatch import Dispatcher
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.flow.progress import CALL_TAG, call_tag
 from prefray.engine.results.request_store import RequestStore
-from prefray.engine.results.store import compact_folder, job_dir, latest_attempts, read_rows, write_shard
+from prefray.engine.results.store import SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
 ALL_CAUSES = frozenset({"rate_limit", "timeout", "server_error", "connection", "bad_response",
                         "client_error", "auth", "parse_error", "budget", "context_overflow", "model_not_found"})
+# Calls of one stage in flight: this many times its lane's ceiling (`max_concurrency`), so the lane
+# never waits for the driver; and never fewer than MIN_INFLIGHT_SHARDS shards.
+INFLIGHT_MARGIN = 2
+MIN_INFLIGHT_SHARDS = 4
+# Stored rows a streaming stage builds units from at once when it resumes.
+RESUME_CHUNK_ROWS = 2048
+# Rows a streaming stage may have waiting before the stage that stores them sends no more shards:
+# enough to keep the streaming stage's lane busy, few enough to keep the driver's memory flat.
+FEED_BACKLOG_ROWS = 2048
+
+
+def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
+    """Shards of one stage sent at once (None: no bound, for the batch tier, which gathers as many
+    calls as it can into one provider batch)."""
+    if spec.tier == "batch":
+        return None
+    return max(MIN_INFLIGHT_SHARDS, math.ceil(INFLIGHT_MARGIN * spec.max_concurrency / max(1, shard_size)))
 
 
 @dataclass
@@ -87,10 +110,9 @@ class JobRunner:
         A `per_unit` stage builds and sends units as soon as its inputs' rows arrive (a judge unit
         goes out when its answer is stored); any other stage waits until all its inputs are done.
         """
-        context = StageContext(self.job, self.instances)
         stages = self.benchmark.stages(self.job)
         flow = self.flow = StageFlow({s.name: self._stage_model(s)[1] for s in stages})
-        tasks = [asyncio.ensure_future(self._run_stage_when_ready(stage, stages[:i], context, flow))
+        tasks = [asyncio.ensure_future(self._run_stage_when_ready(stage, stages[:i], flow))
                  for i, stage in enumerate(stages)]
         try:
             await asyncio.gather(*tasks)
@@ -112,15 +134,16 @@ class JobRunner:
         finally:
             self._rolling = False
 
-    async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], context: StageContext,
-                                    flow: "StageFlow") -> None:
+    async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], flow: "StageFlow") -> None:
         inputs = [s.name for s in earlier] if stage.inputs is None else list(stage.inputs)
         try:
             if stage.per_unit and inputs:
-                await self._stream_stage(stage, inputs, context, flow)
+                await self._stream_stage(stage, inputs, flow)
             else:
                 await flow.wait_done(inputs)
-                context.results[stage.name] = await self.run_stage(stage, context)
+                # the inputs' stored rows are read now, and let go once this stage's units are sent
+                context = StageContext(self.job, self.instances, {name: flow.rows(name, self) for name in inputs})
+                await self.run_stage(stage, context)
         finally:
             flow.finish(stage.name)
 
@@ -132,19 +155,24 @@ class JobRunner:
         table = self.stored(stage, judge).select(["unit_id", "status", "cause", "attempt"])
         return {u: (st, c, a) for u, st, c, a in zip(*(table[k].to_pylist() for k in table.column_names))}
 
-    def pending_units(self, stage: Stage, judge: str, units: list[WorkUnit],
+    def pending_units(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
                       states: dict[str, tuple[str, str, int]] | None = None) -> list[Pending]:
         """Units to send: never stored, or stored as failed/skipped with a cause being rerun."""
         states = self._stored_states(stage, judge) if states is None else states
-        pending = []
+        return [p for p in self._pending(stage, judge, units, states) if p is not None]
+
+    def _pending(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
+                 states: dict[str, tuple[str, str, int]]) -> Iterator[Pending | None]:
+        """Per unit, in order: its Pending if it is to be sent, else None (stored already)."""
         for unit in units:
             uid = unit_id(self.job, stage, judge, unit)
             state = states.get(uid)
             if state is None:
-                pending.append(Pending(uid, unit, 1))
+                yield Pending(uid, unit, 1)
             elif state[0] != "ok" and state[1] in self.settings.rerun_causes:
-                pending.append(Pending(uid, unit, state[2] + 1))
-        return pending
+                yield Pending(uid, unit, state[2] + 1)
+            else:
+                yield None
 
     def _stage_model(self, stage: Stage) -> tuple[ModelSpec, str]:
         spec = self.job.role_model(stage.role)
@@ -153,58 +181,83 @@ class JobRunner:
     def _skip_sending(self, stage: Stage) -> bool:
         return stage.role == "subject" and self.settings.subject_stages_stored_only
 
-    async def run_stage(self, stage: Stage, context: StageContext) -> pa.Table:
-        spec, judge = self._stage_model(stage)
-        units = stage.build(context)
-        pending = [] if self._skip_sending(stage) else self.pending_units(stage, judge, units)
-        size = max(1, self.settings.shard_size)
-        shards = [pending[i:i + size] for i in range(0, len(pending), size)]
-        total, finished = len(units), len(units) - len(pending)
-        self._report(stage.name, finished, total)
+    async def run_stage(self, stage: Stage, context: StageContext) -> None:
+        """Send a stage's units shard by shard as its `build` yields them, a bounded number at once.
 
-        async def run_one(shard: list[Pending]) -> None:
-            nonlocal finished
-            await self.run_shard(stage, spec, judge, shard)
-            finished += len(shard)
-            self._report(stage.name, finished, total)
-
-        await asyncio.gather(*(run_one(shard) for shard in shards))
-        return self.stored(stage, judge)
-
-    async def _stream_stage(self, stage: Stage, inputs: list[str], context: StageContext,
-                            flow: "StageFlow") -> None:
-        """Build and send this stage's units while its inputs are still arriving."""
+        A `build` that returns a list is counted as it is; one that yields units is counted in a
+        first pass (units are not kept), so progress shows the stage's total from the start.
+        """
         spec, judge = self._stage_model(stage)
         states = self._stored_states(stage, judge)
+        skip = self._skip_sending(stage)
+        built = stage.build(context)
+        if isinstance(built, list):
+            marks = [p is not None for p in self._pending(stage, judge, built, states)]
+            total, to_send = len(marks), (0 if skip else sum(marks))
+            del marks
+        else:
+            total, to_send = 0, 0
+            for p in self._pending(stage, judge, built, states):
+                total += 1
+                to_send += p is not None and not skip
+            built = stage.build(context)
+        self._report(stage.name, total - to_send, total)
+        if skip:
+            return
+        sender = ShardSender(self, stage, spec, judge, total - to_send, lambda: total)
+        await sender.send(p for p in self._pending(stage, judge, built, states) if p is not None)
+        await sender.drain()
+
+    async def _stream_stage(self, stage: Stage, inputs: list[str], flow: "StageFlow") -> None:
+        """Build and send this stage's units while its inputs are still arriving: each round builds
+        units from the input rows stored since the last round only (rows stored before this launch,
+        on resume, in chunks)."""
+        spec, judge = self._stage_model(stage)
+        states = self._stored_states(stage, judge)
+        feed = flow.subscribe(inputs)   # rows stored from now on; those stored before are read below, at once
+        try:
+            await self._send_as_rows_arrive(stage, spec, judge, states,
+                                            {name: flow.rows(name, self) for name in inputs}, feed)
+        finally:
+            flow.unsubscribe(feed)
+
+    async def _send_as_rows_arrive(self, stage: Stage, spec: ModelSpec, judge: str,
+                                   states: dict[str, tuple[str, str, int]], earlier: dict[str, pa.Table],
+                                   feed: "RowFeed") -> None:
+        """With one input, each round builds from the new rows only (a unit needs its own row). With
+        several, a unit may pair rows that arrive in different rounds: each round builds from every
+        row so far and sends the units not built before."""
+        built = 0
+        sender = ShardSender(self, stage, spec, judge, 0, lambda: built)
+        skip = self._skip_sending(stage)
+        joined = len(earlier) > 1
         seen: set[str] = set()
-        running: list[asyncio.Future] = []
-        finished = 0
-        size = max(1, self.settings.shard_size)
-
-        async def run_one(shard: list[Pending]) -> None:
-            nonlocal finished
-            await self.run_shard(stage, spec, judge, shard)
-            finished += len(shard)
-            self._report(stage.name, finished, len(seen))
-
+        batches: Iterable[dict[str, pa.Table]] = [earlier] if joined else _chunks(earlier)
+        so_far = earlier if joined else {}
+        del earlier   # one input: read in chunks, then let go
         while True:
-            last_round = flow.all_done(inputs)
-            version = flow.version
-            partial = StageContext(self.job, self.instances,
-                                   {**context.results, **{name: flow.rows(name, self) for name in inputs}})
-            fresh = {unit_id(self.job, stage, judge, u): u for u in stage.build(partial)}
-            units = [u for uid, u in fresh.items() if uid not in seen]
-            seen.update(fresh)
-            pending = [] if self._skip_sending(stage) else self.pending_units(stage, judge, units, states)
-            finished += len(units) - len(pending)
-            for i in range(0, len(pending), size):
-                running.append(asyncio.ensure_future(run_one(pending[i:i + size])))
-            self._report(stage.name, finished, len(seen))
-            if last_round:
+            for rows in batches:
+                units = stage.build(StageContext(self.job, self.instances, rows))
+                if joined:
+                    fresh = {unit_id(self.job, stage, judge, u): u for u in units}
+                    units = [u for uid, u in fresh.items() if uid not in seen]
+                    seen.update(fresh)
+                for p in self._pending(stage, judge, units, states):
+                    built += 1
+                    if p is None or skip:
+                        sender.finished += 1
+                    else:
+                        await sender.add(p)
+                sender.report()
+            new = await feed.next_rows()
+            if not new:
                 break
-            await flow.wait_change(version)
-        await asyncio.gather(*running)
-        context.results[stage.name] = self.stored(stage, judge)
+            if joined:
+                so_far = {name: latest_attempts(pa.concat_tables([so_far[name], new[name]])) for name in so_far}
+                batches = [so_far]
+            else:
+                batches = [new]
+        await sender.drain()
 
     def _report(self, stage: str, finished: int, total: int) -> None:
         if self.settings.progress is not None:
@@ -227,7 +280,7 @@ class JobRunner:
                 for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
-            self.flow.stored(stage.name)
+            self.flow.stored(stage.name, rows)
         await self._roll_when_due()
 
     async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str],
@@ -289,18 +342,21 @@ class JobRunner:
 
 
 class StageFlow:
-    """Which stages of one job are done, and a signal each time any stage stores rows."""
+    """Which stages of one job are done; the rows each stage stores, handed to the streaming stages
+    that read them (each takes them once, then they are let go). A stage whose rows wait unread
+    in quantity holds its next shard back (`room`), so rows never pile up in the driver."""
 
     def __init__(self, judges: dict[str, str]):
         self.judges = judges  # stage name → the judge its rows are stored under ("" for the subject)
         self.done = {name: asyncio.Event() for name in judges}
-        self.version = 0
-        self._changed = asyncio.Event()
-        self._cache: dict[str, tuple[int, pa.Table]] = {}
+        self.feeds: list[RowFeed] = []
+        self.taken = asyncio.Event()
 
-    def stored(self, name: str) -> None:
-        self.version += 1
-        self._changed.set()
+    def stored(self, name: str, rows: list[dict[str, Any]] | None = None) -> None:
+        readers = [feed for feed in self.feeds if name in feed.waiting]
+        table = pa.Table.from_pylist(rows, schema=SHARD_SCHEMA) if rows and readers else None
+        for feed in readers:
+            feed.stored(name, table)
 
     def finish(self, name: str) -> None:
         self.done[name].set()
@@ -314,20 +370,127 @@ class StageFlow:
             if name in self.done:
                 await self.done[name].wait()
 
-    async def wait_change(self, version: int) -> None:
-        while self.version == version:
-            self._changed.clear()
-            await self._changed.wait()
+    def subscribe(self, names: list[str]) -> "RowFeed":
+        feed = RowFeed(self, names)
+        self.feeds.append(feed)
+        return feed
+
+    def unsubscribe(self, feed: "RowFeed") -> None:
+        if feed in self.feeds:
+            self.feeds.remove(feed)
+        self.taken.set()
+
+    async def room(self, name: str) -> None:
+        """Wait while a streaming stage has FEED_BACKLOG_ROWS or more of stage `name`'s rows unread."""
+        while any(feed.backlog(name) >= FEED_BACKLOG_ROWS for feed in self.feeds):
+            self.taken.clear()
+            await self.taken.wait()
 
     def rows(self, name: str, runner: "JobRunner") -> pa.Table:
-        """Stored rows of stage `name` of this job (read again only after new rows were stored)."""
-        cached = self._cache.get(name)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
+        """Stored rows of stage `name` of this job, read from disk."""
         expr = (ds.field("stage") == name) & (ds.field("judge") == self.judges.get(name, ""))
-        table = latest_attempts(read_rows(runner.folder, expr))
-        self._cache[name] = (self.version, table)
-        return table
+        return latest_attempts(read_rows(runner.folder, expr))
+
+
+class RowFeed:
+    """The rows of some stages stored since a streaming stage last looked (Arrow tables)."""
+
+    def __init__(self, flow: StageFlow, names: list[str]):
+        self.flow = flow
+        self.names = names
+        self.waiting: dict[str, list[pa.Table]] = {name: [] for name in names}
+        self.changed = asyncio.Event()
+
+    def stored(self, name: str, table: pa.Table | None) -> None:
+        if table is not None:
+            self.waiting[name].append(table)
+        self.changed.set()
+
+    def backlog(self, name: str) -> int:
+        return sum(t.num_rows for t in self.waiting.get(name, ()))
+
+    async def next_rows(self) -> dict[str, pa.Table]:
+        """Rows stored since the last call, per stage; waits for some. Empty once the stages are
+        done and every row was taken."""
+        while True:
+            self.changed.clear()
+            inputs_done = self.flow.all_done(self.names)
+            if any(self.waiting.values()):
+                taken = {name: latest_attempts(pa.concat_tables(tables)) if tables else SHARD_SCHEMA.empty_table()
+                         for name, tables in self.waiting.items()}
+                self.waiting = {name: [] for name in self.names}
+                self.flow.taken.set()
+                return taken
+            if inputs_done:
+                return {}
+            await self.changed.wait()
+
+
+def _chunks(tables: dict[str, pa.Table]) -> Iterator[dict[str, pa.Table]]:
+    """One stage's stored rows in slices (a streaming stage's units each need only their own row)."""
+    (name, table), = tables.items()
+    for start in range(0, table.num_rows, RESUME_CHUNK_ROWS):
+        yield {name: table.slice(start, RESUME_CHUNK_ROWS)}
+
+
+class ShardSender:
+    """Sends one stage's units in shards, with at most `inflight_shards` shards in flight."""
+
+    def __init__(self, runner: "JobRunner", stage: Stage, spec: ModelSpec, judge: str, finished: int,
+                 total: Callable[[], int]):
+        self.runner, self.stage, self.spec, self.judge = runner, stage, spec, judge
+        self.size = max(1, runner.settings.shard_size)
+        bound = inflight_shards(spec, self.size)
+        self.slots = asyncio.Semaphore(bound) if bound is not None else None
+        self.finished = finished
+        self.total = total
+        self.shard: list[Pending] = []
+        self.running: set[asyncio.Future] = set()
+        self.error: BaseException | None = None
+
+    async def send(self, pending: Iterable[Pending]) -> None:
+        for p in pending:
+            await self.add(p)
+
+    async def add(self, pending: Pending) -> None:
+        self.shard.append(pending)
+        if len(self.shard) >= self.size:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self.shard:
+            return
+        shard, self.shard = self.shard, []
+        if self.error is not None:
+            raise self.error
+        if self.runner.flow is not None:
+            await self.runner.flow.room(self.stage.name)
+        if self.slots is not None:
+            await self.slots.acquire()
+        task = asyncio.ensure_future(self._run(shard))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def _run(self, shard: list[Pending]) -> None:
+        try:
+            await self.runner.run_shard(self.stage, self.spec, self.judge, shard)
+        except BaseException as exc:
+            self.error = self.error or exc
+            raise
+        finally:
+            if self.slots is not None:
+                self.slots.release()
+        self.finished += len(shard)
+        self.report()
+
+    def report(self) -> None:
+        self.runner._report(self.stage.name, self.finished, self.total())
+
+    async def drain(self) -> None:
+        """Send the last partial shard and wait for every shard (the first error is raised)."""
+        await self.flush()
+        while self.running:
+            await asyncio.gather(*list(self.running))
 
 
 def _try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:

@@ -1,0 +1,95 @@
+"""The driver holds units and rows only for the calls in flight: a stage takes units from its build
+as shards go out, and a stage whose rows wait unread sends no more."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from prefray.engine.benchmark import Job, Stage, StageContext
+from prefray.engine.calls.dispatch import SimulatedGateways
+from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, JobRunner, RunSettings, StageFlow, inflight_shards
+from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit
+
+SPEC = ModelSpec("m", "openai", "m", max_concurrency=4)
+SHARD = 2
+
+
+@dataclass
+class CountingDispatcher:
+    """The simulated provider (nothing is sent), counting shards in flight; each answer waits a tick."""
+
+    inner: SimulatedGateways = field(default_factory=SimulatedGateways)
+    in_flight: int = 0
+    most_in_flight: int = 0
+    shards: int = 0
+
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+        self.in_flight += 1
+        self.shards += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.001)
+        self.in_flight -= 1
+        return await self.inner.run_batch(spec, requests)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class LazyBenchmark:
+    """One stage of 200 units, yielded one by one; it notes how many were taken before each send."""
+
+    name: str = "lazy"
+    taken: int = 0
+
+    def stages(self, job: Job) -> list[Stage]:
+        return [Stage("ask", self.units)]
+
+    def units(self, ctx: StageContext):
+        for i in range(200):
+            self.taken += 1
+            yield WorkUnit("inst", ChatRequest(messages=({"role": "user", "content": f"q{i}"},)), sample=i)
+
+
+def test_a_stage_takes_its_units_as_shards_go_out(tmp_path):
+    benchmark, dispatcher = LazyBenchmark(), CountingDispatcher()
+    original = dispatcher.run_batch
+    answered, held = [0], []
+
+    async def noted(spec, requests):
+        held.append(benchmark.taken - 200 - answered[0])   # the counting pass took all 200 first
+        results = await original(spec, requests)
+        answered[0] += len(requests)
+        return results
+
+    dispatcher.run_batch = noted
+    job = Job("lazy", "default", SPEC, {}, {}, {})
+    runner = JobRunner(job, benchmark, [], RunSettings(tmp_path, shard_size=SHARD, simulated=True), dispatcher)
+    asyncio.run(runner.run())
+    bound = inflight_shards(SPEC, SHARD)
+    assert bound == 4
+    assert dispatcher.shards == 100                       # every unit was sent, once
+    assert dispatcher.most_in_flight == bound             # never more shards at once than the bound
+    # units built and not yet answered: the shards in flight and the one being filled, never all 200
+    assert max(held) <= (bound + 1) * SHARD
+    assert runner.stored(Stage("ask", benchmark.units), "").num_rows == 200
+
+
+def test_a_stage_whose_rows_wait_unread_sends_no_more():
+    async def scenario() -> tuple[bool, bool, int]:
+        flow = StageFlow({"generate": "", "judge": "j"})
+        feed = flow.subscribe(["generate"])
+        rows = [{"unit_id": f"u{i}", "attempt": 1, "stage": "generate", "status": "ok"} for i in range(FEED_BACKLOG_ROWS)]
+        flow.stored("generate", rows)
+        room = asyncio.ensure_future(flow.room("generate"))
+        await asyncio.sleep(0.01)
+        held = not room.done()
+        taken = await feed.next_rows()
+        await asyncio.sleep(0.01)
+        return held, room.done(), taken["generate"].num_rows
+
+    held, released, taken = asyncio.run(scenario())
+    assert held and released and taken == FEED_BACKLOG_ROWS
