@@ -146,7 +146,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
                   seed: int = 0) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
-    from prefray.engine.results.agreement import judge_agreement, judge_values
+    from prefray.engine.results.agreement import judge_agreement, judge_values, judged_by_several
     from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
@@ -157,7 +157,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
     costs = ledger(all_rows, read_paid(run_dir))
-    agreement = judge_agreement(judge_values(best))
+    agreement = judge_agreement(judge_values(judged_by_several(best)))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -83,12 +84,14 @@ def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:
-    """Keep, for every unit, its best row: an ok row if any, else the latest attempt."""
+    """Keep, for every unit, its best row: an ok row if any, else the latest attempt (sorted by unit)."""
     if table.num_rows == 0:
         return table
-    ok_rank = pa.compute.equal(table["status"], "ok").cast(pa.int32())
-    ranked = table.append_column("_ok", ok_rank)
-    ranked = ranked.sort_by([("unit_id", "ascending"), ("_ok", "descending"), ("attempt", "descending")])
-    ids = ranked["unit_id"].to_pylist()
-    keep = [i for i, uid in enumerate(ids) if i == 0 or ids[i - 1] != uid]
-    return ranked.take(keep).drop_columns(["_ok"])
+    ok_rank = pc.equal(table["status"], "ok").cast(pa.int32())
+    keys = pa.table({"unit_id": table["unit_id"], "_ok": ok_rank, "attempt": table["attempt"]})
+    order = pc.sort_indices(keys, sort_keys=[("unit_id", "ascending"), ("_ok", "descending"),
+                                             ("attempt", "descending")])
+    ids = pc.take(table["unit_id"], order).combine_chunks()
+    previous = pa.concat_arrays([pa.nulls(1, ids.type), ids.slice(0, len(ids) - 1)])
+    first_of_unit = pc.fill_null(pc.not_equal(ids, previous), True)
+    return table.take(pc.filter(order, first_of_unit))
