@@ -46,14 +46,13 @@ def _positions(rows: pa.Table, stages: tuple[str, ...]) -> pa.Array:
 def _records(rows: pa.Table, stages: tuple[str, ...], columns: list[str]) -> tuple[pa.Array, list[dict[str, Any]]]:
     """(row numbers, rows as dicts with `columns` only) of the rows at `stages`."""
     positions = _positions(rows, stages)
-    part = rows.take(positions)
-    table = pa.table({name: _column(part, name) for name in columns})
+    table = pa.table({name: _column(rows, name) for name in columns}).take(positions)
     return positions, table.to_pylist()
 
 
 def _judges(rows: pa.Table, stages: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
     """The judges that scored each (model, condition) at `stages` ([""] when none did yet)."""
-    part = rows.take(_positions(rows, stages)).select(["model", "condition", "judge"])
+    part = rows.select(["model", "condition", "judge"]).take(_positions(rows, stages))
     found: dict[tuple[str, str], set[str]] = {}
     distinct = part.group_by(["model", "condition", "judge"]).aggregate([])
     for model, condition, judge in zip(*(distinct[k].to_pylist() for k in ("model", "condition", "judge"))):
@@ -122,7 +121,8 @@ def _in_row_order(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 def _judge_decisions(rows: pa.Table) -> pa.Table:
     positions = _positions(rows, ("judge",))
-    part = rows.take(positions)
+    part = rows.select(["model", "condition", "judge", "instance_id", "sample", "item", "meta_json", "status",
+                        "parsed_json"]).take(positions)
     meta = _meta_columns(part["meta_json"], ("category", "domain", "g"))
     verdicts = _ok_parsed(part)
     return pa.table({
@@ -157,7 +157,7 @@ def completeness_scores(rows: pa.Table) -> pa.Table:
     order of the stored rows."""
     judges = _judges(rows, ("completeness",))
     positions = _positions(rows, ("completeness",))
-    part = rows.take(positions)
+    part = rows.select(["model", "condition", "judge", "instance_id", "sample", "status", "parsed_json"]).take(positions)
     scored = pa.table({"model": part["model"], "condition": part["condition"], "judge": part["judge"],
                        "instance_id": part["instance_id"], "sample": part["sample"],
                        "score": pa.array([v["score"] if v else None for v in _ok_parsed(part)], pa.int64()),
@@ -177,12 +177,13 @@ def failure_counts(rows: pa.Table) -> list[dict[str, Any]]:
     `failures_no_answer` (generation + this judge's units; excluded), `failures_model` (generations;
     scored), `failures_judge` (this judge's units; excluded), with a `[stage=…]` breakdown."""
     judges = _judges(rows, JUDGED_STAGES)
-    part = rows.take(_positions(rows, STAGES))
-    role = _column(part, "role")
+    part = pa.table({name: _column(rows, name) for name in ("model", "condition", "judge", "stage", "role", "status",
+                                                            "cause")}).take(_positions(rows, STAGES))
+    role = part["role"]
     default_role = pc.if_else(pc.equal(part["stage"], "generate"), "subject", "judge")
     classes = failure_classes(pa.table({
         "role": pc.if_else(pc.fill_null(pc.equal(role, ""), True), default_role, role),
-        "status": part["status"], "cause": _column(part, "cause")}))
+        "status": part["status"], "cause": part["cause"]}))
     keys = ["model", "condition", "judge", "stage"]
     tallied = part.select(keys).append_column("class", classes).group_by([*keys, "class"]).aggregate(
         [("class", "count")])

@@ -293,10 +293,15 @@ def group_metrics(group: Group, judge: str) -> list[dict[str, Any]]:
     return out + parse_failures(group, judge)
 
 
+# The columns the metrics read (answers' text is not among them: the judges' parsed verdicts are).
+READ_COLUMNS = ("model", "condition", "stage", "role", "judge", "instance_id", "item", "status", "cause",
+                "meta_json", "parsed_json")
+
+
 def cells(rows: pa.Table) -> list[tuple[str, str, str, Group]]:
     """(model, condition, sweep judge, the model × condition's rows) for every cell, in order."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows.to_pylist():
+    for row in rows.select([c for c in READ_COLUMNS if c in rows.column_names]).to_pylist():
         groups[(row["model"], row["condition"])].append(row)
     out = []
     for (model, condition), part in sorted(groups.items()):
