@@ -4,7 +4,7 @@
 Real rows first: one small BenchPreS sweep (default, defense, no_preferences) and one CUPID sweep
 (full, oracle) on the fake provider, through `python -m prefray.launch`. Their rows are then
 replicated into a synthetic run: copy k goes to one of `--models` model names and gets its own
-instance ids (instance~k), so every copy is a distinct set of units with the texts, meta and
+instance ids (c<k>-instance), so every copy is a distinct set of units with the texts, meta and
 verdicts of real rows. About 1% of the units get a failed first attempt (a timeout) before their
 ok row, so the best-attempt dedupe has work to do. Rows are split 80/20 between BenchPreS and CUPID
 and written as `--files` Parquet files.
@@ -73,18 +73,19 @@ def template_rows(root: Path) -> dict[str, pa.Table]:
     return out
 
 
-def suffixed(column: pa.ChunkedArray, suffix: str) -> pa.Array:
-    return pc.binary_join_element_wise(column, pa.scalar(suffix), "")
+def prefixed(prefix: str, column: pa.ChunkedArray) -> pa.Array:
+    return pc.binary_join_element_wise(pa.scalar(prefix), column, "")
 
 
 def replicate(template: pa.Table, copies: int, models: int) -> pa.Table:
-    """`copies` copies of `template`, copy k on model k % models with instance ids suffixed ~k//models."""
+    """`copies` copies of `template`, copy k on model k % models with instance ids prefixed c<k // models>-
+    (a CUPID instance id starts with its persona: each copy has personas of its own)."""
     parts = []
     for k in range(copies):
         copy = template.set_column(template.schema.get_field_index("model"), "model",
                                    pa.array([f"model-{k % models:02d}"] * template.num_rows, pa.string()))
-        for name, suffix in (("instance_id", f"~{k // models}"), ("unit_id", f"~{k}"), ("request_hash", f"~{k}")):
-            copy = copy.set_column(copy.schema.get_field_index(name), name, suffixed(copy[name], suffix))
+        for name, prefix in (("instance_id", f"c{k // models}-"), ("unit_id", f"c{k}-"), ("request_hash", f"c{k}-")):
+            copy = copy.set_column(copy.schema.get_field_index(name), name, prefixed(prefix, copy[name]))
         parts.append(copy)
     return pa.concat_tables(parts)
 

@@ -145,6 +145,10 @@ class Group:
         self.by_key: dict[tuple[str, str, str], dict[str, Any]] = {
             (r["stage"], r["instance_id"], r["item"]): r for r in rows}
         self.n_true = {r["instance_id"]: _meta(r).get("n_true", 0) for r in rows if r["stage"] in SUBJECT_STAGES}
+        self.summaries: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            if r["stage"] == "summarize":
+                self.summaries[r["instance_id"]].append(r)
 
     def get(self, stage: str, instance: str, item: str = "") -> dict[str, Any] | None:
         return self.by_key.get((stage, instance, item))
@@ -158,8 +162,7 @@ class Group:
 
     def summaries_done(self, instance: str) -> bool:
         """No summary of the instance is still without an answer (a model failure leaves it empty)."""
-        return all(row_outcome(r) != "no_answer" for r in self.rows
-                   if r["stage"] == "summarize" and r["instance_id"] == instance)
+        return all(row_outcome(r) != "no_answer" for r in self.summaries.get(instance, ()))
 
     def judges(self) -> list[str]:
         names = {_meta(r).get("judge", r["judge"]) for r in self.rows if r["role"] != "subject"}
