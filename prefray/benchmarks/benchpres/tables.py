@@ -13,17 +13,23 @@ null verdict or score. Nothing is dropped: every null is counted in `excluded`, 
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pajson
 
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.benchmarks.benchpres.scoring import nickname_match, nickname_of
+from prefray.engine.memo import per_table
 from prefray.engine.failures import failure_class, failure_classes
 
 JUDGED_STAGES = ("judge", "completeness")
+# The fields of a verdict and of a completeness score that the tables read.
+VERDICT_FIELDS = pa.schema([("applied", pa.bool_()), ("rationale", pa.string())])
+SCORE_FIELDS = pa.schema([("score", pa.int64())])
 STAGES = ("generate", *JUDGED_STAGES)
 # The score of a message that does not exist: the completeness scale's "does not address the task".
 EMPTY_MESSAGE_SCORE = 1
@@ -106,10 +112,29 @@ def _meta_columns(meta_json: pa.ChunkedArray, fields: tuple[str, ...]) -> dict[s
     return {name: pa.array([m[name] for m in parsed_meta]).take(encoded.indices) for name in fields}
 
 
-def _ok_parsed(rows: pa.Table) -> list[Any]:
-    """The parsed answer of every ok row (None for the others and for an empty parsed_json)."""
-    return [json.loads(value) if status == "ok" and value not in (None, "") else None
-            for status, value in zip(rows["status"].to_pylist(), rows["parsed_json"].to_pylist())]
+def _ok_fields(rows: pa.Table, fields: pa.Schema) -> dict[str, pa.Array]:
+    """`fields` of the parsed answer of every ok row (null for the other rows and for an empty
+    parsed_json). The answers are parsed by Arrow's JSON reader; if it cannot read them (an answer
+    that is no object with fields of these types), by json.loads, row by row."""
+    answered = pc.fill_null(pc.and_(pc.equal(rows["status"], "ok"), pc.not_equal(rows["parsed_json"], "")), False)
+    texts = rows["parsed_json"].filter(answered).to_pylist()
+    try:
+        parsed = _read_json_lines(texts, fields)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        values = [json.loads(text) for text in texts]
+        parsed = pa.table({f.name: pa.array([v.get(f.name) if v else None for v in values], f.type) for f in fields})
+    where = pc.if_else(answered, pc.subtract(pc.cumulative_sum(answered.cast(pa.int64())), 1), pa.scalar(None, pa.int64()))
+    return {f.name: pc.take(parsed[f.name], where) for f in fields}
+
+
+def _read_json_lines(texts: list[str], fields: pa.Schema) -> pa.Table:
+    if not texts:
+        return fields.empty_table()
+    options = pajson.ParseOptions(explicit_schema=fields, unexpected_field_behavior="ignore")
+    parsed = pajson.read_json(io.BytesIO("\n".join(texts).encode()), parse_options=options)
+    if parsed.num_rows != len(texts):
+        raise ValueError("an answer spans several lines")
+    return parsed
 
 
 def _in_row_order(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -124,13 +149,12 @@ def _judge_decisions(rows: pa.Table) -> pa.Table:
     part = rows.select(["model", "condition", "judge", "instance_id", "sample", "item", "meta_json", "status",
                         "parsed_json"]).take(positions)
     meta = _meta_columns(part["meta_json"], ("category", "domain", "g"))
-    verdicts = _ok_parsed(part)
+    verdicts = _ok_fields(part, VERDICT_FIELDS)
     return pa.table({
         "model": part["model"], "condition": part["condition"], "judge": part["judge"],
         "instance_id": part["instance_id"], "sample": part["sample"], "item": part["item"],
         "category": meta["category"], "domain": meta["domain"], "g": meta["g"],
-        "z": pa.array([v["applied"] if v else None for v in verdicts], pa.bool_()),
-        "evidence": pa.array([v.get("rationale") if v else None for v in verdicts], pa.string()),
+        "z": verdicts["applied"], "evidence": verdicts["rationale"],
         "_position": positions.cast(pa.int64()),
     })
 
@@ -139,6 +163,7 @@ GENERATION_COLUMNS = ["model", "condition", "instance_id", "sample", "stage", "r
                       "meta_json", "text"]
 
 
+@per_table
 def decisions(rows: pa.Table) -> pa.Table:
     """One decision per (response, preference): judge verdicts plus nickname exact matches, in the
     order of the stored rows."""
@@ -152,6 +177,7 @@ def decisions(rows: pa.Table) -> pa.Table:
     return _in_row_order([_judge_decisions(rows), pa.Table.from_pylist(out, schema=schema)], DECISION_SCHEMA)
 
 
+@per_table
 def completeness_scores(rows: pa.Table) -> pa.Table:
     """One score per response (null when unreadable, failed, or the response never came), in the
     order of the stored rows."""
@@ -160,7 +186,7 @@ def completeness_scores(rows: pa.Table) -> pa.Table:
     part = rows.select(["model", "condition", "judge", "instance_id", "sample", "status", "parsed_json"]).take(positions)
     scored = pa.table({"model": part["model"], "condition": part["condition"], "judge": part["judge"],
                        "instance_id": part["instance_id"], "sample": part["sample"],
-                       "score": pa.array([v["score"] if v else None for v in _ok_parsed(part)], pa.int64()),
+                       "score": _ok_fields(part, SCORE_FIELDS)["score"],
                        "_position": positions.cast(pa.int64())})
     failed_positions, failed = _records(rows, ("generate",), GENERATION_COLUMNS[:-2])
     out = []

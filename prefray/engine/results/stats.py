@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
+from prefray.engine.memo import per_table
 
 GROUP_KEYS = ("benchmark", "model", "condition", "judge", "metric")
 
@@ -193,15 +194,23 @@ DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("com
                           ("ci_low", pa.float64()), ("ci_high", pa.float64())])
 
 
+@per_table
+def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
+    """Each benchmark's rows (in row order), by name in sorted order; the same tables for the same `rows`."""
+    import pyarrow.compute as pc
+
+    names = sorted(pc.unique(rows["benchmark"]).drop_null().to_pylist())
+    return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in names}
+
+
 def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
     """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
     import pyarrow.compute as pc
 
     tables = [UNIT_SCORE_SCHEMA.empty_table()]
-    for name in sorted(set(rows["benchmark"].to_pylist())):
+    for name, part in rows_by_benchmark(rows).items():
         hook = unit_scores_hook(benchmarks.get(name))
         if hook is not None:
-            part = rows.filter(pc.equal(rows["benchmark"], name))
             tables.append(hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
     return pa.concat_tables(tables)
 

@@ -72,15 +72,16 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
     return final
 
 
-def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
-    """Every stored row under `root` (a run dir or any folder below its shards/)."""
+def read_rows(root: Path, filter_expr: ds.Expression | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Every stored row under `root` (a run dir or any folder below its shards/); only `columns` if given."""
     root = Path(root)
     base = root / "shards" if (root / "shards").is_dir() or (root / "manifest.json").exists() else root
     files = sorted(str(p) for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
     if not files:
-        return SHARD_SCHEMA.empty_table()
+        empty = SHARD_SCHEMA.empty_table()
+        return empty if columns is None else empty.select(columns)
     dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
-    return dataset.to_table(filter=filter_expr)
+    return dataset.to_table(columns=columns, filter=filter_expr)
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:
