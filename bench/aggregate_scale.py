@@ -6,7 +6,8 @@ Real rows first: one small BenchPreS sweep (default, defense, no_preferences) an
 replicated into a synthetic run: copy k goes to one of `--models` model names and gets its own
 instance ids (c<k>-instance), so every copy is a distinct set of units with the texts, meta and
 verdicts of real rows. About 1% of the units get a failed first attempt (a timeout) before their
-ok row, so the best-attempt dedupe has work to do. Rows are split 80/20 between BenchPreS and CUPID
+ok row, so the best-attempt dedupe has work to do. The gateways' paid record (ledger/*.jsonl, two
+lines per try) is copied alongside, as costs.csv reads it. Rows are split 80/20 between BenchPreS and CUPID
 and written as `--files` Parquet files.
 
 Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
@@ -19,6 +20,7 @@ Usage: python bench/aggregate_scale.py [--sizes 100000,1000000] [--files 300] [-
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -34,6 +36,7 @@ import pyarrow.parquet as pq
 from _common import ROOT, launch
 
 sys.path.insert(0, str(ROOT))
+from prefray.engine.money.paid import LEDGER_DIR, read_paid  # noqa: E402
 from prefray.engine.results.store import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
 
 TEMPLATES = {
@@ -62,14 +65,14 @@ print(middle - start, time.perf_counter() - middle)
 """
 
 
-def template_rows(root: Path) -> dict[str, pa.Table]:
-    """Real stored rows of a small sweep per benchmark, on the fake provider."""
+def template_runs(root: Path) -> dict[str, tuple[pa.Table, pa.Table]]:
+    """Real stored rows and the gateways' paid record of a small sweep per benchmark, on the fake provider."""
     out = {}
     for name, overrides in TEMPLATES.items():
         run_dir = root / f"template-{name}"
         launch("-m", f"benchmark={name}", *overrides, "model=fake", "judge=fake", f"run.dir={run_dir}",
                "run.cache=false", "run.progress=false")
-        out[name] = read_rows(run_dir)
+        out[name] = (read_rows(run_dir), read_paid(run_dir))
     return out
 
 
@@ -105,11 +108,31 @@ def with_retries(table: pa.Table) -> pa.Table:
     return pa.concat_tables([table.set_column(attempt, "attempt", second), failed])
 
 
-def write_run(run_dir: Path, templates: dict[str, pa.Table], rows: int, files: int, models: int) -> int:
-    """A synthetic run of about `rows` rows in `files` Parquet files; returns the rows written."""
+def paid_copies(paid: pa.Table, copies: int) -> pa.Table:
+    """The paid record of `copies` copies of a run: request hashes prefixed as `replicate` does."""
+    column = paid.schema.get_field_index("request_hash")
+    return pa.concat_tables([paid.set_column(column, "request_hash", prefixed(f"c{k}-", paid["request_hash"]))
+                             for k in range(copies)])
+
+
+def write_paid(run_dir: Path, paid: pa.Table, name: str, files: int = 8) -> None:
+    """The paid record as gateways write it: JSON lines, one file per gateway process."""
+    folder = run_dir / LEDGER_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    per_file = -(-paid.num_rows // files)
+    for index, start in enumerate(range(0, paid.num_rows, per_file)):
+        lines = (json.dumps(record) for record in paid.slice(start, per_file).to_pylist())
+        (folder / f"gateway-{name}-{index}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], rows: int, files: int,
+              models: int) -> int:
+    """A synthetic run of about `rows` rows in `files` Parquet files, with its paid record; returns
+    the rows written."""
     written = 0
-    for name, template in templates.items():
+    for name, (template, paid) in templates.items():
         copies = max(1, round(rows * SHARE[name] / (template.num_rows * (1 + 1 / RETRIED_EVERY))))
+        write_paid(run_dir, paid_copies(paid, copies), name)
         table = with_retries(replicate(template, copies, models))
         per_file = -(-table.num_rows // max(1, round(files * SHARE[name])))
         for index, start in enumerate(range(0, table.num_rows, per_file)):
@@ -141,7 +164,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp())
-    templates = template_rows(root)
+    templates = template_runs(root)
     print(f"load average: {os.getloadavg()[0]:.1f}")
     results = {}
     for size in (int(s) for s in args.sizes.split(",")):
