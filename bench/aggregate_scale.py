@@ -12,7 +12,7 @@ and written as `--files` Parquet files.
 
 Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
 deltas.*, calls.csv, costs.csv, judge_agreement.csv, plots/) in a fresh subprocess; its wall time
-and peak RSS (from os.wait4) are printed, median of `--repeats`.
+(split into metrics and plots) and peak RSS (the child's own ru_maxrss) are printed, median of `--repeats`.
 
 Usage: python bench/aggregate_scale.py [--sizes 100000,1000000] [--files 300] [--repeats 3]
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,7 +50,7 @@ RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
 # aggregate_run as prefray.launch calls it, its plots drawn separately so that their time (which
 # grows with the number of cells, not rows) is reported apart.
 CHILD = """
-import sys, time, yaml
+import resource, sys, time, yaml
 from pathlib import Path
 from prefray.engine.benchmark import load_benchmark
 from prefray.engine.results.aggregate import aggregate_run
@@ -61,7 +62,7 @@ start = time.perf_counter()
 metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
 middle = time.perf_counter()
 write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks))
-print(middle - start, time.perf_counter() - middle)
+print(middle - start, time.perf_counter() - middle, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
@@ -144,16 +145,18 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
     return written
 
 
-def aggregate_once(run_dir: Path, names: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in GB) of aggregating `run_dir` in a fresh subprocess."""
+def aggregate_once(run_dir: Path, names: list[str]) -> tuple[float, float, float, float]:
+    """(wall seconds, of which metrics and of which plots, peak RSS in GB) of aggregating `run_dir`
+    in a fresh subprocess."""
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names)], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    _, status, usage = os.wait4(child.pid, 0)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out, err = child.communicate()
     elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"aggregation failed:\n{child.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss / 1024 ** 2  # ru_maxrss is in KiB on Linux
+    if child.returncode != 0:
+        raise SystemExit(f"aggregation failed:\n{err.decode()}")
+    metrics, plots, peak_kib = (float(x) for x in out.split()[-3:])
+    return elapsed, metrics, plots, peak_kib / 1024 ** 2
 
 
 def main() -> None:
@@ -171,14 +174,15 @@ def main() -> None:
         run_dir = root / f"run-{size}"
         written = write_run(run_dir, templates, size, args.files, args.models)
         runs = [aggregate_once(run_dir, list(templates)) for _ in range(args.repeats)]
-        wall, rss = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-        results[size] = (wall, rss)
-        print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s  peak RSS {rss:5.2f} GB   "
-              f"(runs: {', '.join(f'{w:.1f} s/{r:.2f} GB' for w, r in runs)})")
+        wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
+        results[size] = (wall, rss, metrics)
+        print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s (metrics {metrics:.1f} s, plots {plots:.1f} s)  "
+              f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)})")
     if len(results) > 1:
-        (small, (w0, r0)), (large, (w1, r1)) = min(results.items()), max(results.items())
-        print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x, peak RSS {r1 / r0:.2f}x")
+        (small, (w0, r0, m0)), (large, (w1, r1, m1)) = min(results.items()), max(results.items())
+        print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), peak RSS {r1 / r0:.2f}x")
     print(f"load average: {os.getloadavg()[0]:.1f}   (target at 1M rows: <= 10 s, <= 2 GB)")
+    shutil.rmtree(root)
 
 
 if __name__ == "__main__":
