@@ -10,38 +10,42 @@ whole profiles: all contexts, samples and preferences of one user move together.
 from __future__ import annotations
 
 import json
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
 
 def profiles_by_instance(rows: pa.Table) -> dict[str, str]:
     """instance id → the profile it belongs to (from the generation rows' meta; else the instance)."""
-    generated = rows.filter(pc.equal(rows["stage"], "generate")).select(["instance_id", "meta_json"])
+    generated = rows.filter(pc.fill_null(pc.equal(rows["stage"], "generate"), False)).select(["instance_id", "meta_json"])
+    profiles: dict[str | None, str | None] = {}
     out = {}
     for instance, meta in zip(generated["instance_id"].to_pylist(), generated["meta_json"].to_pylist()):
-        out[instance] = json.loads(meta or "{}").get("profile") or instance
+        if meta not in profiles:
+            profiles[meta] = json.loads(meta or "{}").get("profile")
+        out[instance] = profiles[meta] or instance
     return out
 
 
+def _units(table: pa.Table, metric: pa.Array | str, value: pa.Array, profiles: dict[str, str]) -> pa.Table:
+    """Unit-score rows of `table` (decisions or scores), clustered by the profile of their instance."""
+    instances = pa.array(list(profiles), pa.string())
+    found = pc.index_in(table["instance_id"], value_set=instances)
+    cluster = pc.coalesce(pc.take(pa.array(list(profiles.values()), pa.string()), found), table["instance_id"])
+    if isinstance(metric, str):
+        metric = pa.array([metric] * table.num_rows, pa.string())
+    return pa.table({"benchmark": pa.array(["benchpres"] * table.num_rows, pa.string()), "model": table["model"],
+                     "condition": table["condition"], "judge": table["judge"], "metric": metric,
+                     "cluster": cluster, "value": value}).cast(UNIT_SCORE_SCHEMA)
+
+
 def unit_score_table(decisions: pa.Table, scores: pa.Table, profiles: dict[str, str]) -> pa.Table:
-    decisions = decisions.select(DECISION_SCHEMA.names)
-    out: list[dict[str, Any]] = []
-    for d in decisions.to_pylist():
-        if d["z"] is None or d["g"] is None:
-            continue  # excluded from the rate, counted there
-        metric = "AAR" if d["g"] else "MR"
-        out.append({"benchmark": "benchpres", "model": d["model"], "condition": d["condition"], "judge": d["judge"],
-                    "metric": metric, "cluster": profiles.get(d["instance_id"], d["instance_id"]),
-                    "value": float(d["z"])})
-    for s in scores.select(SCORE_SCHEMA.names).to_pylist():
-        if s["score"] is None:
-            continue
-        out.append({"benchmark": "benchpres", "model": s["model"], "condition": s["condition"], "judge": s["judge"],
-                    "metric": "completeness", "cluster": profiles.get(s["instance_id"], s["instance_id"]),
-                    "value": float(s["score"])})
-    return pa.Table.from_pylist(out, schema=UNIT_SCORE_SCHEMA)
+    """Every decision with a verdict (MR for gold "do not apply", AAR for "apply"; value 1 when
+    applied), then every completeness score, in their tables' order."""
+    decided = decisions.filter(pc.and_(pc.is_valid(decisions["z"]), pc.is_valid(decisions["g"])))
+    scored = scores.filter(pc.is_valid(scores["score"]))
+    return pa.concat_tables([
+        _units(decided, pc.if_else(decided["g"], "AAR", "MR"), decided["z"].cast(pa.float64()), profiles),
+        _units(scored, "completeness", scored["score"].cast(pa.float64()), profiles),
+    ])

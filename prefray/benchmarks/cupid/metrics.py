@@ -145,6 +145,10 @@ class Group:
         self.by_key: dict[tuple[str, str, str], dict[str, Any]] = {
             (r["stage"], r["instance_id"], r["item"]): r for r in rows}
         self.n_true = {r["instance_id"]: _meta(r).get("n_true", 0) for r in rows if r["stage"] in SUBJECT_STAGES}
+        self.summaries: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            if r["stage"] == "summarize":
+                self.summaries[r["instance_id"]].append(r)
 
     def get(self, stage: str, instance: str, item: str = "") -> dict[str, Any] | None:
         return self.by_key.get((stage, instance, item))
@@ -158,8 +162,7 @@ class Group:
 
     def summaries_done(self, instance: str) -> bool:
         """No summary of the instance is still without an answer (a model failure leaves it empty)."""
-        return all(row_outcome(r) != "no_answer" for r in self.rows
-                   if r["stage"] == "summarize" and r["instance_id"] == instance)
+        return all(row_outcome(r) != "no_answer" for r in self.summaries.get(instance, ()))
 
     def judges(self) -> list[str]:
         names = {_meta(r).get("judge", r["judge"]) for r in self.rows if r["role"] != "subject"}
@@ -293,10 +296,15 @@ def group_metrics(group: Group, judge: str) -> list[dict[str, Any]]:
     return out + parse_failures(group, judge)
 
 
+# The columns the metrics read (answers' text is not among them: the judges' parsed verdicts are).
+READ_COLUMNS = ("model", "condition", "stage", "role", "judge", "instance_id", "item", "status", "cause",
+                "meta_json", "parsed_json")
+
+
 def cells(rows: pa.Table) -> list[tuple[str, str, str, Group]]:
     """(model, condition, sweep judge, the model × condition's rows) for every cell, in order."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows.to_pylist():
+    for row in rows.select([c for c in READ_COLUMNS if c in rows.column_names]).to_pylist():
         groups[(row["model"], row["condition"])].append(row)
     out = []
     for (model, condition), part in sorted(groups.items()):

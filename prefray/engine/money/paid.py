@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.json as pajson
 
 LEDGER_DIR = "ledger"
 SENT = "sent"
@@ -55,12 +56,22 @@ def read_paid(run_dir: Path) -> pa.Table | None:
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not files:
         return None
+    return pa.concat_tables([_read_paid_file(path) for path in files])
+
+
+def _read_paid_file(path: Path) -> pa.Table:
+    """One gateway's record: parsed by Arrow's JSON reader; a file it cannot read whole (the last
+    line of a killed gateway, cut mid-write) is read line by line, skipping lines that do not parse."""
+    options = pajson.ParseOptions(explicit_schema=PAID_SCHEMA, unexpected_field_behavior="ignore")
+    try:
+        return pajson.read_json(path, parse_options=options).select(PAID_SCHEMA.names).cast(PAID_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
     records: list[dict[str, Any]] = []
-    for path in files:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # the last line of a killed gateway, cut mid-write
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
     return pa.Table.from_pylist(records, schema=PAID_SCHEMA)

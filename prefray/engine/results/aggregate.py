@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -14,8 +15,8 @@ import pyarrow.parquet as pq
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.money.paid import SENT, read_paid
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
-from prefray.engine.results.stats import add_intervals
-from prefray.engine.results.store import latest_attempts, read_rows
+from prefray.engine.results.stats import add_intervals, rows_by_benchmark
+from prefray.engine.results.store import SHARD_SCHEMA, latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -27,10 +28,9 @@ CALLS_SCHEMA = pa.schema([
 def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
     """Each benchmark's metrics over the best attempt of every unit."""
     tables = [METRIC_SCHEMA.empty_table()]
-    for name in sorted(set(rows["benchmark"].to_pylist())):
+    for name, part in rows_by_benchmark(rows).items():
         if name not in benchmarks:
             continue
-        part = rows.filter(pc.equal(rows["benchmark"], name))
         tables.append(benchmarks[name].metrics(part, settings.get(name, {})).cast(METRIC_SCHEMA))
     return sort_metrics(pa.concat_tables(tables))
 
@@ -69,33 +69,37 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
     if paid is None:
         return _ledger_from_rows(rows)
-    stages: dict[tuple[str, str], str] = {}
-    for request_hash, model_id, stage in zip(*(rows[c].to_pylist() for c in ("request_hash", "model_id", "stage"))):
-        stages.setdefault((request_hash, model_id), stage)
+    stored = _request_keys(rows)
+    first_stage = pa.table({"key": stored, "stage": rows["stage"]}).group_by("key", use_threads=False).aggregate(
+        [("stage", "first")])
+    paid_keys = _request_keys(paid)
+    found = pc.index_in(paid_keys, value_set=first_stage["key"])
     sent = pc.equal(paid["outcome"], SENT).cast(pa.int64())
+    zeros = pa.array(np.zeros(paid.num_rows, dtype=np.int64))
     table = pa.table({
         "provider": paid["provider"], "model_id": paid["model_id"],
-        "stage": pa.array([stages.get(k, NOT_STORED) for k in zip(paid["request_hash"].to_pylist(),
-                                                                    paid["model_id"].to_pylist())], pa.string()),
-        "calls": sent, "cached": pa.array([0] * paid.num_rows, pa.int64()),
+        "stage": pc.fill_null(pc.take(first_stage["stage_first"], found), NOT_STORED),
+        "calls": sent, "cached": zeros,
         "unsettled": pc.subtract(pc.multiply(sent, 2), 1),   # +1 per try sent, -1 per try ended
         "input_tokens": paid["input_tokens"], "output_tokens": paid["output_tokens"], "cost_usd": paid["cost_usd"],
     })
     cached = rows.filter(rows["cached"].fill_null(False))
+    none = pa.array(np.zeros(cached.num_rows, dtype=np.int64))
     hits = pa.table({
         "provider": cached["provider"], "model_id": cached["model_id"], "stage": cached["stage"],
-        "calls": pa.array([0] * cached.num_rows, pa.int64()), "cached": pa.array([1] * cached.num_rows, pa.int64()),
-        "unsettled": pa.array([0] * cached.num_rows, pa.int64()),
-        "input_tokens": pa.array([0] * cached.num_rows, pa.int64()),
-        "output_tokens": pa.array([0] * cached.num_rows, pa.int64()),
-        "cost_usd": pa.array([0.0] * cached.num_rows, pa.float64()),
+        "calls": none, "cached": pa.array(np.ones(cached.num_rows, dtype=np.int64)), "unsettled": none,
+        "input_tokens": none, "output_tokens": none, "cost_usd": pa.array(np.zeros(cached.num_rows)),
     })
     # rows paid through another path than a gateway (e.g. a provider's batch API): from the rows
-    ledgered = set(zip(paid["request_hash"].to_pylist(), paid["model_id"].to_pylist()))
-    elsewhere = [(h, m) not in ledgered for h, m in zip(rows["request_hash"].to_pylist(), rows["model_id"].to_pylist())]
-    others = _ledger_rows(rows.filter(pa.array(elsewhere, pa.bool_())), with_cached=False)
+    elsewhere = pc.invert(pc.fill_null(pc.is_in(stored, value_set=paid_keys), False))
+    others = _ledger_rows(rows.filter(elsewhere), with_cached=False)
     order = LEDGER_KEYS + list(LEDGER_SUMS)
     return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
+
+
+def _request_keys(table: pa.Table) -> pa.Array:
+    """request_hash and model_id of every row as one string (a null when either is null)."""
+    return pc.binary_join_element_wise(table["request_hash"], table["model_id"], "\x1f")
 
 
 def _ledger_from_rows(rows: pa.Table) -> pa.Table:
@@ -114,7 +118,7 @@ def _ledger_rows(rows: pa.Table, with_cached: bool) -> pa.Table:
     table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd"])
     table = table.append_column("calls", sent.cast(pa.int64()))
     table = table.append_column("cached", cached.cast(pa.int64()))
-    table = table.append_column("unsettled", pa.array([0] * rows.num_rows, pa.int64()))
+    table = table.append_column("unsettled", pa.array(np.zeros(rows.num_rows, dtype=np.int64)))
     return table.select(LEDGER_KEYS + list(LEDGER_SUMS))
 
 
@@ -141,23 +145,30 @@ def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
         "complete", pa.array([n == 0 for n in counts], pa.bool_()))
 
 
+# What no metric, summary or ledger reads: left on disk when a run is aggregated.
+UNREAD_COLUMNS = ("seed", "model_version", "params_json", "error", "finish_reason", "tries", "latency_s",
+                  "started_at", "finished_at")
+AGGREGATED_COLUMNS = [name for name in SHARD_SCHEMA.names if name not in UNREAD_COLUMNS]
+
+
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
-    from prefray.engine.results.agreement import judge_agreement, judge_values
+    from prefray.engine.results.agreement import judge_agreement, judge_values, judged_by_several
     from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
-    all_rows = read_rows(run_dir)
+    all_rows = read_rows(run_dir, columns=AGGREGATED_COLUMNS)
+    costs = ledger(all_rows, read_paid(run_dir))
     best = latest_attempts(all_rows)
+    del all_rows  # only the best attempt of every unit from here on
     calls = summarize_calls(best)
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
-    costs = ledger(all_rows, read_paid(run_dir))
-    agreement = judge_agreement(judge_values(best))
+    agreement = judge_agreement(judge_values(judged_by_several(best)))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
     write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))

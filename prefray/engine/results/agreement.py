@@ -31,6 +31,7 @@ from itertools import combinations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import stats
 
 KEYS = ("model", "condition", "instance_id", "item", "sample")
@@ -66,19 +67,34 @@ def first_scalar(parsed_json: str | None) -> tuple[str, float, str] | None:
     return None
 
 
+def _judged(rows: pa.Table) -> pa.Array:
+    """Mask of the ok judge rows: role != "subject", status ok, judge set."""
+    judged = pc.and_(pc.fill_null(pc.not_equal(rows["role"], "subject"), True),
+                     pc.and_(pc.equal(rows["status"], "ok"), pc.is_valid(rows["judge"])))
+    return pc.fill_null(judged, False)
+
+
+def judged_by_several(rows: pa.Table) -> pa.Table:
+    """The ok judge rows of every benchmark × stage that two or more judges scored: the only rows
+    `judge_agreement` can pair (the others need not be parsed)."""
+    judged = rows.filter(_judged(rows))
+    counts = judged.group_by(["benchmark", "stage"]).aggregate([("judge", "count_distinct")])
+    several = counts.filter(pc.greater_equal(counts["judge_count_distinct"], 2))
+    group = pc.binary_join_element_wise(judged["benchmark"], judged["stage"], "\x1f")
+    wanted = pc.binary_join_element_wise(several["benchmark"], several["stage"], "\x1f")
+    return judged.filter(pc.fill_null(pc.is_in(group, wanted), False))
+
+
 def judge_values(rows: pa.Table) -> pa.Table:
     """One scalar per ok judge row; see the module docstring."""
-    out = []
-    for row in rows.to_pylist():
-        if row["role"] == "subject" or row["status"] != "ok" or row["judge"] is None:
-            continue
-        found = first_scalar(row["parsed_json"])
-        if found is None:
-            continue
-        field, value, kind = found
-        out.append({**{name: row[name] for name in VALUES_SCHEMA.names[:8]},
-                    "field": field, "value": value, "kind": kind})
-    return pa.Table.from_pylist(out, schema=VALUES_SCHEMA)
+    judged = rows.filter(_judged(rows)).select([*VALUES_SCHEMA.names[:8], "parsed_json"])
+    found = [first_scalar(value) for value in judged["parsed_json"].to_pylist()]
+    kept = [i for i, scalar in enumerate(found) if scalar is not None]
+    scalars = [found[i] for i in kept]
+    table = judged.take(pa.array(kept, pa.int64())).select(VALUES_SCHEMA.names[:8])
+    for position, name in enumerate(("field", "value", "kind")):
+        table = table.append_column(name, pa.array([s[position] for s in scalars], VALUES_SCHEMA.field(name).type))
+    return table.cast(VALUES_SCHEMA)
 
 
 def cohen_kappa(a: list[float], b: list[float]) -> float:

@@ -197,7 +197,7 @@ def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | 
     ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=8)
     ax.set_title(title)
     if any(s != ("", "", "") for s in series):
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: covers no bar, no placement search
     return _save(fig, path)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
+from prefray.engine.memo import per_table
 
 GROUP_KEYS = ("benchmark", "model", "condition", "judge", "metric")
 
@@ -48,6 +49,17 @@ class Interval:
 
 def cluster_totals(values: Sequence[float], clusters: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
     """Per cluster (in first-seen order): its id, the sum of its values and its number of units."""
+    try:
+        ids, first, inverse = np.unique(np.asarray(clusters, dtype=object), return_index=True, return_inverse=True)
+    except TypeError:  # clusters that do not sort together
+        return _cluster_totals_by_loop(values, clusters)
+    order = np.argsort(first, kind="stable")
+    sums = np.bincount(inverse.reshape(-1), weights=np.asarray(values, dtype=float), minlength=len(ids))
+    sizes = np.bincount(inverse.reshape(-1), minlength=len(ids)).astype(float)
+    return ids[order].tolist(), sums[order], sizes[order]
+
+
+def _cluster_totals_by_loop(values: Sequence[float], clusters: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
     index: dict[Any, int] = {}
     sums: list[float] = []
     sizes: list[int] = []
@@ -116,17 +128,19 @@ def paired_delta_ci(a_values: Sequence[float], a_clusters: Sequence[Any], b_valu
 
 
 def _groups(scores: pa.Table, keys: Iterable[str]) -> dict[tuple, tuple[list[float], list[Any]]]:
+    """Values and clusters per key, in row order; a unit without a score (null or NaN) is left out:
+    it is not a zero, and the benchmark counts it as excluded."""
+    import pyarrow.compute as pc
+
     keys = list(keys)
-    columns = {k: scores[k].to_pylist() for k in [*keys, "value", "cluster"]}
-    groups: dict[tuple, tuple[list[float], list[Any]]] = {}
-    for i, value in enumerate(columns["value"]):
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue  # a unit without a score is not a zero; the benchmark counts it as excluded
-        key = tuple(columns[k][i] for k in keys)
-        values, clusters = groups.setdefault(key, ([], []))
-        values.append(value)
-        clusters.append(columns["cluster"][i])
-    return groups
+    if scores.num_rows == 0:
+        return {}
+    scored = pc.and_(pc.is_valid(scores["value"]), pc.invert(pc.fill_null(pc.is_nan(scores["value"]), True)))
+    table = scores.select([*keys, "value", "cluster"]).filter(pc.fill_null(scored, False))
+    grouped = table.group_by(keys, use_threads=False).aggregate([("value", "list"), ("cluster", "list")])
+    columns = [grouped[k].to_pylist() for k in keys]
+    return {key: (values, clusters) for key, values, clusters in
+            zip(zip(*columns), grouped["value_list"].to_pylist(), grouped["cluster_list"].to_pylist())}
 
 
 def mean_intervals(scores: pa.Table, settings: BootstrapSettings = BootstrapSettings()) -> pa.Table:
@@ -186,15 +200,23 @@ DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("com
                           ("ci_low", pa.float64()), ("ci_high", pa.float64())])
 
 
+@per_table
+def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
+    """Each benchmark's rows (in row order), by name in sorted order; the same tables for the same `rows`."""
+    import pyarrow.compute as pc
+
+    names = sorted(pc.unique(rows["benchmark"]).drop_null().to_pylist())
+    return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in names}
+
+
 def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
     """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
     import pyarrow.compute as pc
 
     tables = [UNIT_SCORE_SCHEMA.empty_table()]
-    for name in sorted(set(rows["benchmark"].to_pylist())):
+    for name, part in rows_by_benchmark(rows).items():
         hook = unit_scores_hook(benchmarks.get(name))
         if hook is not None:
-            part = rows.filter(pc.equal(rows["benchmark"], name))
             tables.append(hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
     return pa.concat_tables(tables)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -80,8 +81,9 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
     return final
 
 
-def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
-    """Every stored row under `root` (a run dir or any folder below its shards/), each once.
+def read_rows(root: Path, filter_expr: ds.Expression | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Every stored row under `root` (a run dir or any folder below its shards/), each once;
+    only `columns` if given.
 
     A compaction may run meanwhile (in another thread): a file it deleted between listing and
     reading, or a listing that changed during the read, makes the read start again, so the rows
@@ -91,7 +93,7 @@ def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
     files = shard_files(base)
     for _ in range(READ_TRIES):
         try:
-            table = _read(files, filter_expr)
+            table = _read(files, filter_expr, columns)
         except (OSError, pa.ArrowException):
             if all(os.path.exists(f) for f in files):
                 raise
@@ -103,11 +105,12 @@ def read_rows(root: Path, filter_expr: ds.Expression | None = None) -> pa.Table:
     raise RuntimeError(f"the shards under {base} kept changing while being read ({READ_TRIES} tries)")
 
 
-def _read(files: list[str], filter_expr: ds.Expression | None) -> pa.Table:
+def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str] | None) -> pa.Table:
     if not files:
-        return SHARD_SCHEMA.empty_table()
+        empty = SHARD_SCHEMA.empty_table()
+        return empty if columns is None else empty.select(columns)
     dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
-    return dataset.to_table(filter=filter_expr)
+    return dataset.to_table(columns=columns, filter=filter_expr)
 
 
 def shards_base(root: Path) -> Path:
@@ -290,12 +293,14 @@ def compact_run(run_dir: Path) -> Compaction:
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:
-    """Keep, for every unit, its best row: an ok row if any, else the latest attempt."""
+    """Keep, for every unit, its best row: an ok row if any, else the latest attempt (sorted by unit)."""
     if table.num_rows == 0:
         return table
-    ok_rank = pa.compute.equal(table["status"], "ok").cast(pa.int32())
-    ranked = table.append_column("_ok", ok_rank)
-    ranked = ranked.sort_by([("unit_id", "ascending"), ("_ok", "descending"), ("attempt", "descending")])
-    ids = ranked["unit_id"].to_pylist()
-    keep = [i for i, uid in enumerate(ids) if i == 0 or ids[i - 1] != uid]
-    return ranked.take(keep).drop_columns(["_ok"])
+    ok_rank = pc.equal(table["status"], "ok").cast(pa.int32())
+    keys = pa.table({"unit_id": table["unit_id"], "_ok": ok_rank, "attempt": table["attempt"]})
+    order = pc.sort_indices(keys, sort_keys=[("unit_id", "ascending"), ("_ok", "descending"),
+                                             ("attempt", "descending")])
+    ids = pc.take(table["unit_id"], order).combine_chunks()
+    previous = pa.concat_arrays([pa.nulls(1, ids.type), ids.slice(0, len(ids) - 1)])
+    first_of_unit = pc.fill_null(pc.not_equal(ids, previous), True)
+    return table.take(pc.filter(order, first_of_unit))

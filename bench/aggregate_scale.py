@@ -1,0 +1,189 @@
+"""Aggregation at scale: wall time and peak RSS of a run's aggregation at 100k and 1M shard rows
+(target at 1M: ≤ 10 s, ≤ 2 GB).
+
+Real rows first: one small BenchPreS sweep (default, defense, no_preferences) and one CUPID sweep
+(full, oracle) on the fake provider, through `python -m prefray.launch`. Their rows are then
+replicated into a synthetic run: copy k goes to one of `--models` model names and gets its own
+instance ids (c<k>-instance), so every copy is a distinct set of units with the texts, meta and
+verdicts of real rows. About 1% of the units get a failed first attempt (a timeout) before their
+ok row, so the best-attempt dedupe has work to do. The gateways' paid record (ledger/*.jsonl, two
+lines per try) is copied alongside, as costs.csv reads it. Rows are split 80/20 between BenchPreS and CUPID
+and written as `--files` Parquet files.
+
+Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
+deltas.*, calls.csv, costs.csv, judge_agreement.csv, plots/) in a fresh subprocess; its wall time
+(split into metrics and plots) and peak RSS (the child's own ru_maxrss) are printed, median of `--repeats`.
+
+Usage: python bench/aggregate_scale.py [--sizes 100000,1000000] [--files 300] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from _common import ROOT, launch
+
+sys.path.insert(0, str(ROOT))
+from prefray.engine.money.paid import LEDGER_DIR, read_paid  # noqa: E402
+from prefray.engine.results.store import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
+
+TEMPLATES = {
+    "benchpres": ("condition=default,defense,no_preferences", "limit=20"),
+    "cupid": ("condition=full,oracle",),
+}
+SHARE = {"benchpres": 0.8, "cupid": 0.2}
+RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
+
+# aggregate_run as prefray.launch calls it, its plots drawn separately so that their time (which
+# grows with the number of cells, not rows) is reported apart.
+CHILD = """
+import resource, sys, time, yaml
+from pathlib import Path
+from prefray.engine.benchmark import load_benchmark
+from prefray.engine.results.aggregate import aggregate_run
+from prefray.engine.results.plots import figure_specs, write_plots
+names = sys.argv[2].split(",")
+settings = {n: yaml.safe_load(Path("conf/benchmark", n + ".yaml").read_text()) for n in names}
+benchmarks = {n: load_benchmark(settings[n]["impl"]) for n in names}
+start = time.perf_counter()
+metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
+middle = time.perf_counter()
+write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks))
+print(middle - start, time.perf_counter() - middle, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def template_runs(root: Path) -> dict[str, tuple[pa.Table, pa.Table]]:
+    """Real stored rows and the gateways' paid record of a small sweep per benchmark, on the fake provider."""
+    out = {}
+    for name, overrides in TEMPLATES.items():
+        run_dir = root / f"template-{name}"
+        launch("-m", f"benchmark={name}", *overrides, "model=fake", "judge=fake", f"run.dir={run_dir}",
+               "run.cache=false", "run.progress=false")
+        out[name] = (read_rows(run_dir), read_paid(run_dir))
+    return out
+
+
+def prefixed(prefix: str, column: pa.ChunkedArray) -> pa.Array:
+    return pc.binary_join_element_wise(pa.scalar(prefix), column, "")
+
+
+def replicate(template: pa.Table, copies: int, models: int) -> pa.Table:
+    """`copies` copies of `template`, copy k on model k % models with instance ids prefixed c<k // models>-
+    (a CUPID instance id starts with its persona: each copy has personas of its own)."""
+    parts = []
+    for k in range(copies):
+        copy = template.set_column(template.schema.get_field_index("model"), "model",
+                                   pa.array([f"model-{k % models:02d}"] * template.num_rows, pa.string()))
+        for name, prefix in (("instance_id", f"c{k // models}-"), ("unit_id", f"c{k}-"), ("request_hash", f"c{k}-")):
+            copy = copy.set_column(copy.schema.get_field_index(name), name, prefixed(prefix, copy[name]))
+        parts.append(copy)
+    return pa.concat_tables(parts)
+
+
+def with_retries(table: pa.Table) -> pa.Table:
+    """Every RETRIED_EVERY-th row becomes attempt 2, preceded by a failed attempt 1 (timeout)."""
+    positions = pa.array([i % RETRIED_EVERY == 0 for i in range(table.num_rows)], pa.bool_())
+    retried = table.filter(positions)
+    failed = retried
+    for name, value in (("status", "failed"), ("cause", "timeout"), ("error", "Request timed out.")):
+        failed = failed.set_column(failed.schema.get_field_index(name), name,
+                                   pa.array([value] * failed.num_rows, pa.string()))
+    for name in ("text", "parsed_json"):
+        failed = failed.set_column(failed.schema.get_field_index(name), name, pa.nulls(failed.num_rows, pa.string()))
+    attempt = table.schema.get_field_index("attempt")
+    second = pc.if_else(positions, pa.scalar(2, pa.int32()), table["attempt"])
+    return pa.concat_tables([table.set_column(attempt, "attempt", second), failed])
+
+
+def paid_copies(paid: pa.Table, copies: int) -> pa.Table:
+    """The paid record of `copies` copies of a run: request hashes prefixed as `replicate` does."""
+    column = paid.schema.get_field_index("request_hash")
+    return pa.concat_tables([paid.set_column(column, "request_hash", prefixed(f"c{k}-", paid["request_hash"]))
+                             for k in range(copies)])
+
+
+def write_paid(run_dir: Path, paid: pa.Table, name: str, files: int = 8) -> None:
+    """The paid record as gateways write it: JSON lines, one file per gateway process."""
+    folder = run_dir / LEDGER_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    per_file = -(-paid.num_rows // files)
+    for index, start in enumerate(range(0, paid.num_rows, per_file)):
+        lines = (json.dumps(record) for record in paid.slice(start, per_file).to_pylist())
+        (folder / f"gateway-{name}-{index}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], rows: int, files: int,
+              models: int) -> int:
+    """A synthetic run of about `rows` rows in `files` Parquet files, with its paid record; returns
+    the rows written."""
+    written = 0
+    for name, (template, paid) in templates.items():
+        copies = max(1, round(rows * SHARE[name] / (template.num_rows * (1 + 1 / RETRIED_EVERY))))
+        write_paid(run_dir, paid_copies(paid, copies), name)
+        table = with_retries(replicate(template, copies, models))
+        per_file = -(-table.num_rows // max(1, round(files * SHARE[name])))
+        for index, start in enumerate(range(0, table.num_rows, per_file)):
+            part = table.slice(start, per_file)
+            folder = job_dir(run_dir, name, "many", "many")
+            folder.mkdir(parents=True, exist_ok=True)
+            pq.write_table(part.cast(SHARD_SCHEMA), folder / f"mixed-{index:05d}.parquet")
+        written += table.num_rows
+    return written
+
+
+def aggregate_once(run_dir: Path, names: list[str]) -> tuple[float, float, float, float]:
+    """(wall seconds, of which metrics and of which plots, peak RSS in GB) of aggregating `run_dir`
+    in a fresh subprocess."""
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names)], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out, err = child.communicate()
+    elapsed = time.perf_counter() - start
+    if child.returncode != 0:
+        raise SystemExit(f"aggregation failed:\n{err.decode()}")
+    metrics, plots, peak_kib = (float(x) for x in out.split()[-3:])
+    return elapsed, metrics, plots, peak_kib / 1024 ** 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100000,1000000", help="shard rows per synthetic run")
+    parser.add_argument("--files", type=int, default=300, help="Parquet files per synthetic run")
+    parser.add_argument("--models", type=int, default=10, help="evaluated model names the copies spread over")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp())
+    templates = template_runs(root)
+    print(f"load average: {os.getloadavg()[0]:.1f}")
+    results = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        run_dir = root / f"run-{size}"
+        written = write_run(run_dir, templates, size, args.files, args.models)
+        runs = [aggregate_once(run_dir, list(templates)) for _ in range(args.repeats)]
+        wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
+        results[size] = (wall, rss, metrics)
+        print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s (metrics {metrics:.1f} s, plots {plots:.1f} s)  "
+              f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)})")
+    if len(results) > 1:
+        (small, (w0, r0, m0)), (large, (w1, r1, m1)) = min(results.items()), max(results.items())
+        print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), peak RSS {r1 / r0:.2f}x")
+    print(f"load average: {os.getloadavg()[0]:.1f}   (target at 1M rows: <= 10 s, <= 2 GB)")
+    shutil.rmtree(root)
+
+
+if __name__ == "__main__":
+    main()
