@@ -504,3 +504,42 @@ def test_the_stored_nickname_decision_is_the_one_the_metrics_read():
     # a row stored before decisions were recorded: the same rule, applied to its text
     rows = pa.Table.from_pylist([generation("Hi Captain Jo!", None)], schema=SHARD_SCHEMA)
     assert [(d["z"], d["evidence"]) for d in decisions(rows).to_pylist()] == [(True, "Captain Jo")]
+
+
+def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_stored(tmp_path):
+    """The narrow read leaves `text` on disk except for generation rows of old runs (no stored
+    decision); their decisions, and those of stored rows, are the same as from a full read."""
+    import pyarrow.compute as pc
+
+    from prefray.benchmarks.benchpres.tables import decisions
+    from prefray.engine.results.aggregate import text_needed, with_text
+    from prefray.engine.results.store import job_dir, latest_attempts, read_rows
+
+    prefs = [{"statement": "Call me 'Captain Jo'.", "g": True, "category": "nickname", "nickname": "Captain Jo"}]
+    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": None, "start": None}}}
+
+    def row(instance, attempt, status, text, parsed, benchmark="benchpres", preferences=prefs):
+        base = {name: None for name in SHARD_SCHEMA.names}
+        return {**base, "unit_id": f"generate/{instance}/0", "attempt": attempt, "benchmark": benchmark, "model": "m",
+                "condition": "c", "stage": "generate", "role": "subject", "judge": "", "cause": "",
+                "instance_id": instance, "item": "", "sample": 0, "status": status, "text": text,
+                "meta_json": json.dumps({"domain": "d", "preferences": preferences}),
+                "parsed_json": None if parsed is None else json.dumps(parsed)}
+
+    rows = [row("new", 1, "ok", "Hello Captain Jo", stored),             # stored: its text is not read
+            row("old", 1, "failed", "half an answer", None),              # an older attempt: not the best
+            row("old", 2, "ok", "Hi Captain Jo!", None),                  # old run: matched on its text
+            row("plain", 1, "ok", "Hello", None, preferences=[]),         # no nickname preference
+            row("other", 1, "ok", "kept", None, benchmark="elsewhere")]   # a benchmark without the hook
+    folder = job_dir(tmp_path, "benchpres", "m", "c")
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / "part-0.parquet")
+
+    best = latest_attempts(read_rows(tmp_path, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
+    narrow = with_text(tmp_path, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": object()}))
+    texts = dict(zip(narrow["instance_id"].to_pylist(), narrow["text"].to_pylist()))
+    assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "other": "kept"}
+    full = latest_attempts(read_rows(tmp_path))
+    ours = pc.equal(narrow["benchmark"], "benchpres")
+    assert decisions(narrow.filter(ours)).to_pylist() == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist()
+    assert [(d["instance_id"], d["z"]) for d in decisions(narrow.filter(ours)).to_pylist()] == [("new", False), ("old", True)]

@@ -121,6 +121,20 @@ def unit_scores_hook(benchmark: Any) -> Callable[[pa.Table, dict[str, Any]], pa.
     return getattr(benchmark, "unit_scores", None)
 
 
+class ReadsText(Protocol):
+    """Optional hook: the stored rows whose `text` (the answer itself) the benchmark's metrics read.
+    Aggregation reads every row without `text`, then the text of just these rows; the others get a
+    null `text`. A benchmark without the hook gets the text of all its rows."""
+
+    def text_needed(self, rows: pa.Table) -> pa.Array:
+        """A boolean per row of `rows` (this benchmark's best attempts, `text` not read): True
+        where the metrics read the row's text."""
+
+
+def text_needed_hook(benchmark: Any) -> Callable[[pa.Table], pa.Array] | None:
+    return getattr(benchmark, "text_needed", None)
+
+
 UNIT_SCORE_SCHEMA = pa.schema([
     ("benchmark", pa.string()),
     ("model", pa.string()),

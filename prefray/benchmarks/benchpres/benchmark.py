@@ -17,7 +17,8 @@ from prefray.benchmarks.benchpres.metrics import benchpres_metrics, completeness
 from prefray.benchmarks.benchpres.render import context_key, memory_layout
 from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_decisions,
                                                   nickname_of, parse_score, parse_verdict)
-from prefray.benchmarks.benchpres.tables import completeness_scores, decisions, failure_counts, unmapped_contexts
+from prefray.benchmarks.benchpres.tables import (completeness_scores, decisions, failure_counts, stored_decision_missing,
+                                                 unmapped_contexts)
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
 from prefray.engine.results.plots import ScatterSpec
@@ -105,6 +106,11 @@ class BenchPreS:
             request = ChatRequest(messages=messages, params=params, json_schema=COMPLETENESS_SCHEMA, seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, sample=row["sample"], meta={"domain": inst.domain}))
         return units
+
+    def text_needed(self, rows: pa.Table) -> pa.Array:
+        """Only generation rows with a nickname preference and no stored decision (stored before
+        decisions were recorded) are matched against their text again."""
+        return stored_decision_missing(rows)
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """Per-unit MR/AAR decisions and completeness scores, clustered by profile (for CIs)."""

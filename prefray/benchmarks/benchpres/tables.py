@@ -98,6 +98,18 @@ def stored_nicknames(r: dict[str, Any], preferences: list[dict[str, Any]]) -> di
     return nickname_decisions(preferences, r["text"] or "")
 
 
+STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.dumps of read_nicknames)
+
+
+def stored_decision_missing(rows: pa.Table) -> pa.Array:
+    """True for each generation row whose nickname decision `stored_nicknames` takes from its text:
+    a nickname preference in its meta, no stored decision (a superset of the answered ones)."""
+    generated = pc.equal(rows["stage"], "generate")
+    nickname = pc.match_substring(rows["meta_json"], '"nickname"')
+    stored = pc.starts_with(rows["parsed_json"], STORED_DECISION)
+    return pc.fill_null(pc.and_(pc.and_(generated, nickname), pc.invert(pc.fill_null(stored, False))), False)
+
+
 def _generation_decisions(r: dict[str, Any], judge: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
     kind, out = row_class(r), []
     nicknames = stored_nicknames(r, meta["preferences"]) if kind == "answered" else {}

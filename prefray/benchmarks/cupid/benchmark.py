@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
@@ -233,6 +234,10 @@ class Cupid:
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         return metric_rows([{"benchmark": self.name, **r} for r in cupid_metrics(rows)])
+
+    def text_needed(self, rows: pa.Table) -> pa.Array:
+        """No row: the metrics read the judges' parsed verdicts, never an answer's text."""
+        return pa.array(np.zeros(rows.num_rows, dtype=bool))
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """Per-unit precision, recall and alignment, clustered by persona (for CIs)."""

@@ -10,9 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark, text_needed_hook
 from prefray.engine.money.paid import SENT, read_paid
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
@@ -149,6 +150,42 @@ def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:
 UNREAD_COLUMNS = ("seed", "model_version", "params_json", "error", "finish_reason", "tries", "latency_s",
                   "started_at", "finished_at")
 AGGREGATED_COLUMNS = [name for name in SHARD_SCHEMA.names if name not in UNREAD_COLUMNS]
+# Read for every row; `text` (the bulk of a run) only for the rows whose metrics read it.
+NARROW_COLUMNS = [name for name in AGGREGATED_COLUMNS if name != "text"]
+TEXT_KEYS = ["unit_id", "attempt", "status"]
+
+
+def text_needed(best: pa.Table, benchmarks: dict[str, Benchmark]) -> pa.Array:
+    """True for each row of `best` whose text a metric reads: the rows a benchmark's `text_needed`
+    hook names, every row of a benchmark without the hook, no row of a benchmark not aggregated."""
+    needed = np.zeros(best.num_rows, dtype=bool)
+    names = best["benchmark"]
+    for name in pc.unique(names).drop_null().to_pylist():
+        if name not in benchmarks:
+            continue
+        mine = pc.fill_null(pc.equal(names, name), False)
+        hook = text_needed_hook(benchmarks[name])
+        if hook is None:
+            needed |= mine.to_numpy(zero_copy_only=False)
+            continue
+        positions = pc.indices_nonzero(mine)
+        flags = pc.fill_null(hook(best.take(positions)), False).to_numpy(zero_copy_only=False)
+        needed[positions.to_numpy()[flags]] = True
+    return pa.array(needed)
+
+
+def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
+    """`best` with a `text` column: the stored text of the rows `needed` marks, null elsewhere."""
+    positions = pc.indices_nonzero(needed)
+    if len(positions) == 0:
+        return best.append_column("text", pa.nulls(best.num_rows, pa.string()))
+    wanted = best.select(TEXT_KEYS).take(positions).append_column("_position", positions.cast(pa.int64()))
+    units = pc.unique(wanted["unit_id"])
+    texts = read_rows(run_dir, filter_expr=ds.field("unit_id").isin(units), columns=[*TEXT_KEYS, "text"])
+    texts = texts.group_by(TEXT_KEYS, use_threads=False).aggregate([("text", "first")])  # one per row key
+    found = wanted.join(texts, TEXT_KEYS, join_type="left outer").sort_by("_position")
+    where = pc.if_else(needed, pc.subtract(pc.cumulative_sum(needed.cast(pa.int64())), 1), pa.scalar(None, pa.int64()))
+    return best.append_column("text", pc.take(found["text_first"], where))
 
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
@@ -160,10 +197,11 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
-    all_rows = read_rows(run_dir, columns=AGGREGATED_COLUMNS)
+    all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
     costs = ledger(all_rows, read_paid(run_dir))
     best = latest_attempts(all_rows)
     del all_rows  # only the best attempt of every unit from here on
+    best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
