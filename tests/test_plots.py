@@ -178,3 +178,22 @@ def test_cupid_precision_recall_f1_side_by_side_by_instance_type(tmp_path):
     oracle = (tmp_path / "plots" / "cupid__precision_recall_F1_by_instance_type__m_oracle.svg").read_text()
     assert oracle.count(">no data<") == 1                              # F1 of changing: missing, not zero
     assert "hatch" in oracle.lower() or "pattern" in oracle.lower()   # incomplete cell
+
+
+def test_figures_drawn_in_several_processes_are_the_ones_drawn_in_one(tmp_path):
+    """The same files, in the same order, with the same pixels, whether one process draws every
+    figure or two share them (each figure is drawn whole by one process)."""
+    rows = [{"benchmark": "b", "model": f"m{i}", "condition": c, "metric": metric, "value": 0.1 * i, "n": 3 + i,
+             "ci_low": 0.0, "ci_high": 0.1 * i + 0.05, "complete": i != 2}
+            for i in range(3) for c in ("default", "defense") for metric in ("MR", "AAR", "MR[category=x]")]
+    specs = {"b": [ScatterSpec(x="AAR", y="MR", diagonal=True)]}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = write_plots(tmp_path / "one", _metrics(rows), specs, workers=1)
+    two = write_plots(tmp_path / "two", _metrics(rows), specs, workers=2)
+    assert [p.name for p in one] == [p.name for p in two] and len(one) == 8   # scatter + MR, AAR, MR[category]: × 2 formats
+    for a, b in zip(one, two):
+        if a.suffix == ".png":
+            assert a.read_bytes() == b.read_bytes(), a.name
+        else:  # SVG ids and date differ from file to file; the drawn texts do not
+            assert re.findall(r">([^<>]+)</text>", a.read_text()) == re.findall(r">([^<>]+)</text>", b.read_text())

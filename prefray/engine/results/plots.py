@@ -20,14 +20,20 @@ zero bar), and uses one value scale per metric family (`MR` and all `MR[…]` br
 from __future__ import annotations
 
 import math
+import os
+import pickle
 import re
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
 MAX_FIGURES = 60
+PARALLEL_FROM = 12  # figures per drawing process, at least
 FORMATS = ("png", "svg")
 NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cell · 'no data': no value"
 
@@ -276,32 +282,32 @@ def metrics_rows(metrics: pa.Table, benchmark: str, spec: MetricsSpec) -> dict[t
     return cells
 
 
-def draw_metrics(cells: dict[tuple[str, str, str], list[dict]], benchmark: str, spec: MetricsSpec, folder: Path,
-                 scales: dict[tuple[str, str], tuple[float, float]]) -> list[Path]:
+Figure = tuple[Callable[..., list[Path]], tuple, dict]  # a drawing function and its arguments
+
+
+def metrics_figures(cells: dict[tuple[str, str, str], list[dict]], benchmark: str, spec: MetricsSpec, folder: Path,
+                    scales: dict[tuple[str, str], tuple[float, float]]) -> list[Figure]:
     spans = [scales.get((benchmark, name), (0.0, 1.08)) for name in spec.metrics]
     scale = (min(low for low, _ in spans), max(high for _, high in spans))  # one scale for the compared metrics
     slices = ("all", *ranked({r["slice"] for rows in cells.values() for r in rows} - {"all"}, spec.slices))
-    written: list[Path] = []
+    figures: list[Figure] = []
     for (model, condition, judge), rows in sorted(cells.items()):
         cell = " / ".join(p for p in (model, condition, judge) if p)
         title = f"{spec.title or benchmark + ': ' + ', '.join(spec.metrics)} by {spec.dimension} — {cell}"
         name = f"{_safe(benchmark)}__{_safe('_'.join(spec.metrics))}_by_{_safe(spec.dimension)}__{_safe(cell)}"
-        written += draw(rows, title, folder / name, scale, slices=slices, models=spec.metrics)
-    return written
+        figures.append((draw, (rows, title, folder / name, scale), {"slices": slices, "models": spec.metrics}))
+    return figures
 
 
-def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
-                orders: dict[str, Sequence[str]] | None = None) -> list[Path]:
-    """Every figure of the run in every format; returns the files written. `orders`: each
-    benchmark's condition order (condition_orders)."""
-    folder = Path(run_dir) / "plots"
-    folder.mkdir(exist_ok=True)
+def run_figures(metrics: pa.Table, folder: Path, specs: dict[str, Sequence[Any]] | None = None,
+                orders: dict[str, Sequence[str]] | None = None) -> list[Figure]:
+    """Every figure of the run, in the order they are written, not yet drawn."""
     scales = family_scales(metrics)
-    written: list[Path] = []
+    figures: list[Figure] = []
     for benchmark, benchmark_specs in sorted((specs or {}).items()):
         for spec in benchmark_specs:
             if isinstance(spec, MetricsSpec):
-                written += draw_metrics(metrics_rows(metrics, benchmark, spec), benchmark, spec, folder, scales)
+                figures += metrics_figures(metrics_rows(metrics, benchmark, spec), benchmark, spec, folder, scales)
                 continue
             points = scatter_points(metrics, benchmark, spec)
             if not points:
@@ -310,9 +316,61 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
                     scales.get((benchmark, _family(spec.y)[0]), (0.0, 1.08)))
             title = spec.title or f"{benchmark}: {spec.y} against {spec.x}"
             name = f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}"
-            written += draw_scatter(points, spec, title, folder / name, axes)
+            figures.append((draw_scatter, (points, spec, title, folder / name, axes), {}))
     for (benchmark, family), rows in sorted(figure_groups(metrics).items())[:MAX_FIGURES]:
         scale = scales.get((benchmark, _family(family)[0]))
-        written += draw(rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale,
-                        conditions=(orders or {}).get(benchmark, ()))
-    return written
+        figures.append((draw, (rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale),
+                        {"conditions": (orders or {}).get(benchmark, ())}))
+    return figures
+
+
+def _draw_one(figure: Figure) -> list[Path]:
+    function, args, kwargs = figure
+    return function(*args, **kwargs)
+
+
+def draw_all(figures: list[Figure], workers: int = 1) -> list[Path]:
+    """Draw `figures`, in `workers` processes when more than one (each figure is drawn whole by one
+    process, so its files are the same either way); returns the files written, in figure order."""
+    if workers <= 1 or len(figures) < 2:
+        return [path for figure in figures for path in _draw_one(figure)]
+    with tempfile.TemporaryDirectory() as scratch:
+        jobs = []
+        for k in range(min(workers, len(figures))):
+            todo, done = Path(scratch, f"{k}.in"), Path(scratch, f"{k}.out")
+            todo.write_bytes(pickle.dumps(list(enumerate(figures))[k::workers]))
+            jobs.append((subprocess.Popen([sys.executable, "-m", __name__, str(todo), str(done)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), done))
+        drawn: dict[int, list[Path]] = {}
+        for process, done in jobs:
+            _, err = process.communicate()
+            if process.returncode != 0:
+                raise RuntimeError(f"drawing the figures failed:\n{err.decode(errors='replace')}")
+            drawn.update(pickle.loads(done.read_bytes()))
+    return [path for index in range(len(figures)) for path in drawn[index]]
+
+
+def _draw_assigned(todo: Path, done: Path) -> None:
+    """A drawing process: the (index, figure) pairs pickled in `todo`; (index, files) pickled to `done`."""
+    done.write_bytes(pickle.dumps([(index, _draw_one(figure)) for index, figure in pickle.loads(todo.read_bytes())]))
+
+
+def plot_workers(figures: int) -> int:
+    """Processes to draw `figures` in: one per core when there are enough figures to pay for
+    starting them (a process starts Python and imports matplotlib, ~1 s), else the calling process alone."""
+    return 1 if figures < PARALLEL_FROM else max(1, min(os.cpu_count() or 1, figures // PARALLEL_FROM))
+
+
+def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
+                orders: dict[str, Sequence[str]] | None = None, workers: int | None = None) -> list[Path]:
+    """Every figure of the run in every format; returns the files written. `orders`: each
+    benchmark's condition order (condition_orders); `workers`: processes drawing them (default:
+    plot_workers)."""
+    folder = Path(run_dir) / "plots"
+    folder.mkdir(exist_ok=True)
+    figures = run_figures(metrics, folder, specs, orders)
+    return draw_all(figures, plot_workers(len(figures)) if workers is None else workers)
+
+
+if __name__ == "__main__":
+    _draw_assigned(Path(sys.argv[1]), Path(sys.argv[2]))
