@@ -26,6 +26,7 @@ answers. Metrics are reported per sweep judge (the `meta.judge` of scorer rows).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import defaultdict
@@ -118,7 +119,13 @@ def _value(row: dict[str, Any] | None) -> Any:
 
 
 def _meta(row: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(row["meta_json"] or "{}")
+    """The row's meta, read-only: one parse per distinct text (it repeats across judges and samples)."""
+    return _parsed_meta(row["meta_json"] or "{}")
+
+
+@functools.lru_cache(maxsize=65536)
+def _parsed_meta(text: str) -> dict[str, Any]:
+    return json.loads(text)
 
 
 def row_outcome(row: dict[str, Any] | None) -> Outcome:
