@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 import re
-import subprocess
-import sys
-import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -333,26 +331,23 @@ def draw_all(figures: list[Figure], workers: int = 1) -> list[Path]:
     """Draw `figures`, in `workers` processes when more than one (each figure is drawn whole by one
     process, so its files are the same either way); returns the files written, in figure order."""
     if workers <= 1 or len(figures) < 2:
-        return [path for figure in figures for path in _draw_one(figure)]
-    with tempfile.TemporaryDirectory() as scratch:
-        jobs = []
-        for k in range(min(workers, len(figures))):
-            todo, done = Path(scratch, f"{k}.in"), Path(scratch, f"{k}.out")
-            todo.write_bytes(pickle.dumps(list(enumerate(figures))[k::workers]))
-            jobs.append((subprocess.Popen([sys.executable, "-m", __name__, str(todo), str(done)],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), done))
-        drawn: dict[int, list[Path]] = {}
-        for process, done in jobs:
-            _, err = process.communicate()
-            if process.returncode != 0:
-                raise RuntimeError(f"drawing the figures failed:\n{err.decode(errors='replace')}")
-            drawn.update(pickle.loads(done.read_bytes()))
-    return [path for index in range(len(figures)) for path in drawn[index]]
+        return _draw_many(figures)
+    workers = min(workers, len(figures))
+    shares = [figures[k::workers] for k in range(workers)]
+    # spawned, not forked: the caller may hold Ray's and the event loop's threads
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        drawn = list(pool.map(_draw_one_share, shares))
+    by_figure = {k + workers * i: paths for k, share in enumerate(drawn) for i, paths in enumerate(share)}
+    return [path for index in range(len(figures)) for path in by_figure[index]]
 
 
-def _draw_assigned(todo: Path, done: Path) -> None:
-    """A drawing process: the (index, figure) pairs pickled in `todo`; (index, files) pickled to `done`."""
-    done.write_bytes(pickle.dumps([(index, _draw_one(figure)) for index, figure in pickle.loads(todo.read_bytes())]))
+def _draw_many(figures: list[Figure]) -> list[Path]:
+    return [path for figure in figures for path in _draw_one(figure)]
+
+
+def _draw_one_share(figures: list[Figure]) -> list[list[Path]]:
+    """A drawing process's share: the files of each of its figures, in order."""
+    return [_draw_one(figure) for figure in figures]
 
 
 def plot_workers(figures: int) -> int:
@@ -371,6 +366,3 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
     figures = run_figures(metrics, folder, specs, orders)
     return draw_all(figures, plot_workers(len(figures)) if workers is None else workers)
 
-
-if __name__ == "__main__":
-    _draw_assigned(Path(sys.argv[1]), Path(sys.argv[2]))
