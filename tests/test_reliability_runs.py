@@ -26,8 +26,15 @@ def stored(run_dir: Path) -> list[dict]:
     return ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
 
 
-def start_launch(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "prefray.launch", *args], cwd=ROOT, env=dict(os.environ),
+# A shell starts background jobs with SIGINT ignored, and a child inherits that: the launch of the
+# Ctrl-C test takes SIGINT back as a terminal's foreground command has it, wherever the suite runs.
+AS_FOREGROUND = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                 "runpy.run_module('prefray.launch', run_name='__main__', alter_sys=True)")
+
+
+def start_launch(*args: str, foreground: bool = False) -> subprocess.Popen:
+    command = ["-c", AS_FOREGROUND] if foreground else ["-m", "prefray.launch"]
+    return subprocess.Popen([sys.executable, *command, *args], cwd=ROOT, env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -116,7 +123,7 @@ def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_
     args = ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=3",
             "benchmark.samples=2", "run.cache=false", "model.max_concurrency=1", "judge.max_concurrency=1",
             "run.shard_size=1"]
-    process = start_launch(*args)
+    process = start_launch(*args, foreground=True)
     try:
         wait_for(lambda: len(stored(run_dir)) >= 1 or process.poll() is not None)
         assert process.poll() is None, "the run ended before it could be interrupted"
