@@ -71,8 +71,10 @@ def template_runs(root: Path) -> dict[str, tuple[pa.Table, pa.Table]]:
     out = {}
     for name, overrides in TEMPLATES.items():
         run_dir = root / f"template-{name}"
-        launch("-m", f"benchmark={name}", *overrides, "model=fake", "judge=fake", f"run.dir={run_dir}",
-               "run.cache=false", "run.progress=false")
+        if not (run_dir / "metrics.csv").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            launch("-m", f"benchmark={name}", *overrides, "model=fake", "judge=fake", f"run.dir={run_dir}",
+                   "run.cache=false", "run.progress=false")
         out[name] = (read_rows(run_dir), read_paid(run_dir))
     return out
 
@@ -165,14 +167,21 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=300, help="Parquet files per synthetic run")
     parser.add_argument("--models", type=int, default=10, help="evaluated model names the copies spread over")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="build the synthetic runs here and keep them (reused if present)")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp())
+    root = args.keep or Path(tempfile.mkdtemp())
+    root.mkdir(parents=True, exist_ok=True)
     templates = template_runs(root)
     print(f"load average: {os.getloadavg()[0]:.1f}")
     results = {}
     for size in (int(s) for s in args.sizes.split(",")):
         run_dir = root / f"run-{size}"
-        written = write_run(run_dir, templates, size, args.files, args.models)
+        if (run_dir / "written").exists():
+            written = int((run_dir / "written").read_text())
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            written = write_run(run_dir, templates, size, args.files, args.models)
+            (run_dir / "written").write_text(str(written))
         runs = [aggregate_once(run_dir, list(templates)) for _ in range(args.repeats)]
         wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
         results[size] = (wall, rss, metrics)
@@ -182,7 +191,8 @@ def main() -> None:
         (small, (w0, r0, m0)), (large, (w1, r1, m1)) = min(results.items()), max(results.items())
         print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), peak RSS {r1 / r0:.2f}x")
     print(f"load average: {os.getloadavg()[0]:.1f}   (target at 1M rows: <= 10 s, <= 2 GB)")
-    shutil.rmtree(root)
+    if not args.keep:
+        shutil.rmtree(root)
 
 
 if __name__ == "__main__":
