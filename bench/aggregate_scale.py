@@ -7,7 +7,7 @@ replicated into a synthetic run: copy k goes to one of `--models` model names an
 instance ids (c<k>-instance), so every copy is a distinct set of units with the texts, meta and
 verdicts of real rows. About 1% of the units get a failed first attempt (a timeout) before their
 ok row, so the best-attempt dedupe has work to do. The gateways' paid record (ledger/*.jsonl, two
-lines per try) is copied alongside, as costs.csv reads it. Rows are split 80/20 between BenchPreS and CUPID
+lines per try) is copied alongside and rolled into Parquet, as a run does when its calls are over. Rows are split 80/20 between BenchPreS and CUPID
 and written as `--files` Parquet files.
 
 Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from _common import ROOT, launch
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.money.paid import LEDGER_DIR, read_paid  # noqa: E402
+from prefray.engine.money.paid import LEDGER_DIR, compact_paid, read_paid  # noqa: E402
 from prefray.engine.results.store import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
 
 TEMPLATES = {
@@ -144,6 +144,7 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(part.cast(SHARD_SCHEMA), folder / f"mixed-{index:05d}.parquet")
         written += table.num_rows
+    compact_paid(run_dir)   # as a run does once its calls are over
     return written
 
 

@@ -2,7 +2,7 @@
 
 Rolls the small result shards of a run (one Parquet file per batch of units, as runs wrote them
 before compaction existed, or as a killed run left them) into a few large Parquet files per job
-folder (zstd, row groups of 64k rows). Every row is kept once; metrics are unchanged. Refuses
+folder (zstd, row groups of 64k rows), and the gateways' JSON-lines paid record into one Parquet file. Every row is kept once; metrics are unchanged. Refuses
 while another prefray command owns RUN_DIR. Exit codes: 0 done, 2 refused (nothing changed), 1 a
 shard could not be read (the files compacted before it are complete, the others unchanged).
 """
@@ -36,6 +36,7 @@ def run_dir_problem(run_dir: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     from prefray.engine.flow.journal import clean_leftovers
+    from prefray.engine.money.paid import compact_paid
     from prefray.engine.results.store import compact_run, job_folders, shard_files
 
     run_dir = parse_args(argv)
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         clean_leftovers(run_dir)
         before = len(shard_files(run_dir))
         done = compact_run(run_dir)
+        ledgers = compact_paid(run_dir)
         after = len(shard_files(run_dir))
     except (OSError, pa.ArrowException, RuntimeError) as exc:
         print(f"prefray: compaction of {run_dir} stopped: {type(exc).__name__}: {exc}; folders compacted "
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         lock.release()
     print(f"prefray: compacted {run_dir}: {before} → {after} Parquet file(s) in {len(job_folders(run_dir))} "
-          f"job folder(s); {done.rows} row(s) rewritten from {done.absorbed} file(s)")
+          f"job folder(s); {done.rows} row(s) rewritten from {done.absorbed} file(s); {ledgers} paid-record "
+          "file(s) rolled into one")
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import shutil
 import threading
 import subprocess
@@ -9,11 +10,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+import pytest
 
 from prefray.engine.flow.journal import clean_leftovers
 from prefray.engine.flow.ownership import RunDirLock
+from prefray.engine.money.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
 from prefray.engine.results.store import (
     ROW_GROUP_ROWS, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
 )
@@ -168,6 +173,12 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     # the job's end merged the large files rolled while it ran (every two shards)
     assert any(name.startswith("compact-") for name in absorbed_by(Path(rolled_files[0])))
     assert metrics_rows(rolled) == metrics_rows(plain)
+    costs = [list(csv.reader((run / "costs.csv").open())) for run in (rolled, plain)]
+    assert [row[:-1] for row in costs[0]] == [row[:-1] for row in costs[1]]   # counts and tokens
+    assert [float(row[-1]) for row in costs[0][1:]] == pytest.approx([float(row[-1]) for row in costs[1][1:]])
+    # the paid record is rolled into one Parquet file at the run's end; without compaction it stays JSON lines
+    assert [p.name[:5] + p.suffix for p in (rolled / "ledger").iterdir()] == ["paid-.parquet"]
+    assert [p.suffix for p in (plain / "ledger").iterdir()] == [".jsonl"]
     columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
     stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
     assert stored[0].equals(stored[1])
@@ -183,3 +194,40 @@ def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):
     assert "compaction of" in done.stderr and "stopped" in done.stderr
     assert [n[:8] for n in parquet_names(good)] == ["compact-"]  # compacted before the bad folder
     assert len(parquet_names(bad)) == 4 and not list(bad.glob(".*.tmp"))  # unchanged, nothing half-written
+
+
+def write_paid_log(run_dir: Path, tries: range) -> Path:
+    log = PaidLog(run_dir, "gateway-test")
+    for n in tries:
+        log.record("openai", "m", f"h{n}", "sent", 0, 0, 0.0)
+        log.record("openai", "m", f"h{n}", "ok", n, 2 * n, n / 1000)
+    log.close()
+    return log.path
+
+
+def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_left(tmp_path):
+    first = write_paid_log(tmp_path, range(0, 5))
+    second = write_paid_log(tmp_path, range(5, 9))
+    with open(second, "a", encoding="utf-8") as handle:
+        handle.write('{"provider": "openai", "model_id": "m", "requ')   # a line cut short by a kill
+    before = read_paid(tmp_path).sort_by("request_hash")
+    assert before.num_rows == 18 and before.schema == PAID_SCHEMA
+    kept = {path: path.read_bytes() for path in (first, second)}
+
+    assert compact_paid(tmp_path) == 2
+    (rolled,) = (tmp_path / "ledger").iterdir()
+    assert rolled.name.startswith("paid-") and rolled.suffix == ".parquet"
+    assert read_paid(tmp_path).sort_by("request_hash").equals(before)
+    assert read_paid(tmp_path, columns=["request_hash", "cost_usd"]).column_names == ["request_hash", "cost_usd"]
+
+    for path, content in kept.items():   # a kill after the rename, before the deletes
+        path.write_bytes(content)
+    assert read_paid(tmp_path).num_rows == 18
+    later = write_paid_log(tmp_path, range(9, 10))   # a later launch's gateway: a file of its own
+    assert later.name not in {path.name for path in kept}
+    assert read_paid(tmp_path).num_rows == 20
+    assert compact_paid(tmp_path) == 1   # the leftovers are deleted, the new file rolled
+    assert sorted(p.suffix for p in (tmp_path / "ledger").iterdir()) == [".parquet", ".parquet"]
+    assert read_paid(tmp_path).sort_by("request_hash").equals(
+        pa.concat_tables([before, read_paid(tmp_path).filter(pc.equal(read_paid(tmp_path)["request_hash"], "h9"))]
+                         ).sort_by("request_hash"))

@@ -1,6 +1,6 @@
 """Every answered call survives a crash: gateways journal answers the moment they arrive.
 
-A gateway appends each answered call (the whole CallResult) to RUN_DIR/journal/<gateway>-<pid>.jsonl
+A gateway appends each answered call (the whole CallResult) to RUN_DIR/journal/<gateway>-<pid>-<token>.jsonl
 and flushes it, before the driver has written the unit's row into a shard. If the driver dies
 (kill -9, power cut on the driver's side), the next launch into the run dir loads the journal,
 drops the answers already in shards (matched by request hash and text) and hands the rest to the
@@ -13,36 +13,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from collections import Counter, defaultdict, deque
 from pathlib import Path
 
+from prefray.engine.appendlog import AppendLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 JOURNAL_DIR = "journal"
 _FIELDS = {f.name for f in dataclasses.fields(CallResult)}
 
 
-class AnswerJournal:
-    """Append-only writer for one gateway process."""
+class AnswerJournal(AppendLog):
+    """The answer journal of one gateway process."""
 
     def __init__(self, run_dir: Path, name: str):
-        folder = Path(run_dir) / JOURNAL_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{name}-{os.getpid()}.jsonl"
-        self.handle = open(self.path, "a", encoding="utf-8")
+        super().__init__(Path(run_dir) / JOURNAL_DIR, name)
 
     def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
         """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""
-        line = json.dumps({"model_id": model_id, "request_hash": request.prompt_hash(model_id),
-                           "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result)},
-                          ensure_ascii=False)
-        self.handle.write(line + "\n")
-        self.handle.flush()
-
-    def close(self) -> None:
-        self.handle.close()
+        self.write({"model_id": model_id, "request_hash": request.prompt_hash(model_id),
+                    "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result)})
 
 
 class ReplayPool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from prefray.engine.money.paid import compact_paid
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
@@ -154,6 +155,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
+    if options.compact:
+        compact_paid(options.run_dir)   # every gateway has handed its paid record over
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
     warn_budget(budget)
     if crashed:

@@ -1,6 +1,6 @@
 """The gateways' own record of what was paid: every try that reached a provider, as it happens.
 
-Each gateway process appends JSON lines to RUN_DIR/ledger/<gateway>-<pid>.jsonl and flushes each
+Each gateway process appends JSON lines to RUN_DIR/ledger/<gateway>-<pid>-<token>.jsonl and flushes each
 at once: a `sent` line just before a try goes out, and one line when it ends (`ok` with the usage
 the provider reported, or the failure cause), whether or not the row of that unit ever reaches a
 shard (a driver or gateway killed before writing, a re-ask, a retried fault). `costs.csv` is built
@@ -10,6 +10,7 @@ short by a kill is skipped when read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -18,6 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from prefray.engine.appendlog import AppendLog
+from prefray.engine.results.store import ABSORBED_KEY, absorbed_by, sync_folder
 
 LEDGER_DIR = "ledger"
 SENT = "sent"
@@ -29,34 +34,75 @@ PAID_SCHEMA = pa.schema([
 ])
 
 
-class PaidLog:
-    """Append-only writer for one gateway process."""
+class PaidLog(AppendLog):
+    """The paid record of one gateway process."""
 
     def __init__(self, run_dir: Path, name: str):
-        folder = Path(run_dir) / LEDGER_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{name}-{os.getpid()}.jsonl"
-        self.handle = open(self.path, "a", encoding="utf-8")
+        super().__init__(Path(run_dir) / LEDGER_DIR, name)
 
     def record(self, provider: str, model_id: str, request_hash: str, outcome: str,
                input_tokens: int, output_tokens: int, cost_usd: float) -> None:
-        line = json.dumps({"provider": provider, "model_id": model_id, "request_hash": request_hash,
-                           "outcome": outcome, "input_tokens": int(input_tokens),
-                           "output_tokens": int(output_tokens), "cost_usd": float(cost_usd), "at": time.time()})
-        self.handle.write(line + "\n")
-        self.handle.flush()
-
-    def close(self) -> None:
-        self.handle.close()
+        self.write({"provider": provider, "model_id": model_id, "request_hash": request_hash, "outcome": outcome,
+                    "input_tokens": int(input_tokens), "output_tokens": int(output_tokens),
+                    "cost_usd": float(cost_usd), "at": time.time()})
 
 
-def read_paid(run_dir: Path) -> pa.Table | None:
-    """Every recorded try of a run (None if the run has no ledger: written before it existed)."""
-    folder = Path(run_dir) / LEDGER_DIR
-    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
-    if not files:
+PARQUET_PREFIX = "paid-"
+
+
+def read_paid(run_dir: Path, columns: list[str] | None = None) -> pa.Table | None:
+    """Every recorded try of a run (None if the run has no ledger: written before it existed);
+    `columns` picks columns of PAID_SCHEMA (all by default)."""
+    rolled, lines = _ledger_files(Path(run_dir) / LEDGER_DIR)
+    if not rolled and not lines:
         return None
-    return pa.concat_tables([_read_paid_file(path) for path in files])
+    schema = pa.schema([PAID_SCHEMA.field(name) for name in columns or PAID_SCHEMA.names])
+    parts = [pq.read_table(path, columns=schema.names, schema=PAID_SCHEMA).cast(schema) for path in rolled]
+    parts += [_read_paid_file(path).select(schema.names) for path in lines]
+    return pa.concat_tables(parts)
+
+
+def _ledger_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(rolled Parquet files, JSON-lines files no Parquet file absorbed) of a ledger folder."""
+    if not folder.is_dir():
+        return [], []
+    rolled = sorted(folder.glob(f"{PARQUET_PREFIX}*.parquet"))
+    absorbed = {name for path in rolled for name in absorbed_by(path)}
+    return rolled, sorted(p for p in folder.glob("*.jsonl") if p.name not in absorbed)
+
+
+def compact_paid(run_dir: Path) -> int:
+    """Roll the run's JSON-lines ledger files into one Parquet file (call it once no gateway writes:
+    after the run's calls, or as the run dir's owner); returns the files absorbed."""
+    folder = Path(run_dir) / LEDGER_DIR
+    rolled, lines = _ledger_files(folder)
+    _drop_absorbed(folder, rolled)
+    if not lines:
+        return 0
+    names = [path.name for path in lines]
+    table = pa.concat_tables([_read_paid_file(path) for path in lines])
+    digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
+    final = folder / f"{PARQUET_PREFIX}{digest}.parquet"
+    temp = folder / f".{final.name}.{os.getpid()}.tmp"
+    try:
+        pq.write_table(table.replace_schema_metadata({ABSORBED_KEY: json.dumps(names).encode()}), temp,
+                       compression="zstd")
+        with open(temp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, final)
+    finally:
+        temp.unlink(missing_ok=True)
+    sync_folder(folder)
+    for path in lines:
+        path.unlink(missing_ok=True)
+    return len(lines)
+
+
+def _drop_absorbed(folder: Path, rolled: list[Path]) -> None:
+    """Delete JSON-lines files a Parquet file absorbed but a kill left on disk."""
+    for path in rolled:
+        for name in absorbed_by(path):
+            (folder / name).unlink(missing_ok=True)
 
 
 def _read_paid_file(path: Path) -> pa.Table:

@@ -59,6 +59,7 @@ def summarize_calls(rows: pa.Table) -> pa.Table:
 LEDGER_KEYS = ["provider", "model_id", "stage"]
 LEDGER_SUMS = ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")
 NOT_STORED = "(not stored)"
+PAID_COLUMNS = ["provider", "model_id", "request_hash", "outcome", "input_tokens", "output_tokens", "cost_usd"]
 
 
 def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
@@ -70,16 +71,14 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
     if paid is None:
         return _ledger_from_rows(rows)
-    stored = _request_keys(rows)
-    first_stage = pa.table({"key": stored, "stage": rows["stage"]}).group_by("key", use_threads=False).aggregate(
-        [("stage", "first")])
-    paid_keys = _request_keys(paid)
-    found = pc.index_in(paid_keys, value_set=first_stage["key"])
+    stored, paid_keys, space = _request_codes(rows, paid)
+    first_row = _first_positions(stored, space)[np.maximum(paid_keys, 0)]   # of the request's first stored row
+    first_row[paid_keys < 0] = -1
     sent = pc.equal(paid["outcome"], SENT).cast(pa.int64())
     zeros = pa.array(np.zeros(paid.num_rows, dtype=np.int64))
     table = pa.table({
         "provider": paid["provider"], "model_id": paid["model_id"],
-        "stage": pc.fill_null(pc.take(first_stage["stage_first"], found), NOT_STORED),
+        "stage": pc.fill_null(pc.take(rows["stage"], pa.array(first_row, mask=first_row < 0)), NOT_STORED),
         "calls": sent, "cached": zeros,
         "unsettled": pc.subtract(pc.multiply(sent, 2), 1),   # +1 per try sent, -1 per try ended
         "input_tokens": paid["input_tokens"], "output_tokens": paid["output_tokens"], "cost_usd": paid["cost_usd"],
@@ -92,15 +91,43 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         "input_tokens": none, "output_tokens": none, "cost_usd": pa.array(np.zeros(cached.num_rows)),
     })
     # rows paid through another path than a gateway (e.g. a provider's batch API): from the rows
-    elsewhere = pc.invert(pc.fill_null(pc.is_in(stored, value_set=paid_keys), False))
-    others = _ledger_rows(rows.filter(elsewhere), with_cached=False)
+    elsewhere = _first_positions(paid_keys, space)[np.maximum(stored, 0)] < 0
+    elsewhere[stored < 0] = True
+    others = _ledger_rows(rows.filter(pa.array(elsewhere)), with_cached=False)
     order = LEDGER_KEYS + list(LEDGER_SUMS)
     return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
 
 
-def _request_keys(table: pa.Table) -> pa.Array:
-    """request_hash and model_id of every row as one string (a null when either is null)."""
-    return pc.binary_join_element_wise(table["request_hash"], table["model_id"], "\x1f")
+def _request_codes(rows: pa.Table, paid: pa.Table) -> tuple[np.ndarray, np.ndarray, int]:
+    """One integer in [0, space) per (request_hash, model_id) of every stored row and every paid
+    try, equal where both are equal, -1 where either is null (it matches nothing); and `space`."""
+    hashes, n_hashes = _codes(rows["request_hash"], paid["request_hash"])
+    models, n_models = _codes(rows["model_id"], paid["model_id"])
+    joint = np.where((hashes < 0) | (models < 0), -1, hashes * max(n_models, 1) + models)
+    space = n_hashes * max(n_models, 1)
+    if space > 4 * len(joint):   # many model ids: renumber the pairs that occur densely
+        valid = joint >= 0
+        distinct, joint[valid] = np.unique(joint[valid], return_inverse=True)
+        space = len(distinct)
+    return joint[:rows.num_rows], joint[rows.num_rows:], space
+
+
+def _codes(*columns: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """The values of `columns`, end to end, as indices into one dictionary (-1 for null), and its size."""
+    chunks = [chunk for column in columns for chunk in column.chunks]
+    if not chunks:
+        return np.zeros(0, dtype=np.int64), 0
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.string()))
+    indices = [np.asarray(chunk.indices.fill_null(-1), dtype=np.int64) for chunk in encoded.chunks]
+    return np.concatenate(indices), len(encoded.chunks[0].dictionary)
+
+
+def _first_positions(keys: np.ndarray, space: int) -> np.ndarray:
+    """For every key in [0, space): the position of its first occurrence in `keys`, -1 if none."""
+    first = np.full(space, -1, dtype=np.int64)
+    positions = np.flatnonzero(keys >= 0)[::-1]
+    first[keys[positions]] = positions   # of repeated keys, the last assignment (the first row) stays
+    return first
 
 
 def _ledger_from_rows(rows: pa.Table) -> pa.Table:
@@ -126,7 +153,7 @@ def _ledger_rows(rows: pa.Table, with_cached: bool) -> pa.Table:
 def _grouped(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
-    grouped = table.group_by(LEDGER_KEYS).aggregate([(c, "sum") for c in LEDGER_SUMS])
+    grouped = table.group_by(LEDGER_KEYS, use_threads=False).aggregate([(c, "sum") for c in LEDGER_SUMS])
     grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
     return grouped.select(LEDGER_KEYS + list(LEDGER_SUMS)).sort_by([(k, "ascending") for k in LEDGER_KEYS])
 
@@ -198,7 +225,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
 
     run_dir = Path(run_dir)
     all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
-    costs = ledger(all_rows, read_paid(run_dir))
+    costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
     best = latest_attempts(all_rows)
     del all_rows  # only the best attempt of every unit from here on
     best = with_text(run_dir, best, text_needed(best, benchmarks))

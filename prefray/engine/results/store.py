@@ -238,7 +238,7 @@ def _merge(folder: Path, group: list[tuple[Path, int]]) -> Compaction:
         os.replace(temp, final)
     finally:
         temp.unlink(missing_ok=True)
-    _sync_folder(folder)
+    sync_folder(folder)
     for path, _ in group:
         path.unlink(missing_ok=True)
     return Compaction(absorbed=len(group), written=1, rows=written)
@@ -269,7 +269,7 @@ def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
     return table.num_rows
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make the rename durable before the absorbed files go."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
