@@ -478,3 +478,26 @@ def test_unit_scores_recompute_the_micro_averages_per_persona():
     assert sum(u["metric"] == "recall" for u in units) == 14
     personas = {persona_of(i) for i in table["instance_id"].to_pylist()}
     assert {u["cluster"] for u in units} <= personas and all("|" not in u["cluster"] for u in units)
+
+
+def test_each_sweep_judge_reads_only_its_own_scorer_rows():
+    """The fixture's scorer rows again under a second judge `k`, whose verdicts all failed to parse:
+    judge `j` keeps the hand-checked numbers, and `k` counts every scorer call as a judge failure."""
+    rows = fixture_table().to_pylist()
+    second = [{**r, "judge": "k", "item": r["item"].replace("j", "k", 1), "meta_json": json.dumps({"judge": "k"}),
+               "status": "failed", "cause": "parse_error", "parsed_json": None}
+              for r in rows if r["role"] != "subject"]
+    table = table_of(second + rows)
+    got = {(r["judge"], r["metric"]): (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(table, {}).to_pylist()}
+    alone = {("j", r["metric"]): (r["value"], r["n"], r["excluded"])
+             for r in BENCHMARK.metrics(fixture_table(), {}).to_pylist()}
+    assert {k for k in got if k[0] == "j"} == set(alone)
+    assert all(same(got[k], alone[k]) for k in alone)
+    # k: the decomposer failed on every instance whose inference was read (A-C, F, H-K), the judge on A-C
+    assert got[("k", "failures_judge[task=inference]")][:2] == (8.0, 11)
+    assert got[("k", "precision")] == (pytest.approx(0.0), 2, 9)   # D and E: model failures score 0
+    assert got[("k", "alignment")] == (0.0, 1, 4)                  # only D's overflow scores (0)
+    units = BENCHMARK.unit_scores(table, {}).to_pylist()
+    assert [u for u in units if u["judge"] == "j"] == BENCHMARK.unit_scores(fixture_table(), {}).to_pylist()
+    assert {u["metric"] for u in units if u["judge"] == "k"} == {"recall", "alignment"}

@@ -9,10 +9,14 @@ instance scored as a model failure contributes its zeros; excluded instances con
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from prefray.benchmarks.cupid.metrics import Group, cells, generation_outcome, inference_outcome
+from prefray.benchmarks.cupid.outcomes import MODEL_FAILURE, SCORED, instance_outcomes
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+
+METRICS = ("precision", "recall", "alignment")
 
 
 def persona_of(instance_id: str) -> str:
@@ -20,26 +24,40 @@ def persona_of(instance_id: str) -> str:
     return instance_id.split("|", 1)[0]
 
 
-def _units(metric: str, hits: float, items: int, cluster: str) -> list[tuple[str, str, float]]:
-    return [(metric, cluster, hits / items)] * items if items else []
+def _ratio(hits: np.ndarray, items: np.ndarray) -> np.ndarray:
+    return np.divide(hits, items, out=np.zeros(len(hits)), where=items > 0)
 
 
-def group_units(group: Group, judge: str) -> list[tuple[str, str, float]]:
-    out: list[tuple[str, str, float]] = []
-    for instance in group.universe("infer", "inference"):
-        outcome, sums, _ = inference_outcome(group, instance, judge)
-        if outcome in ("scored", "model_failure") and sums is not None:
-            out += _units("precision", sums[0], sums[1], persona_of(instance))
-            out += _units("recall", sums[2], sums[3], persona_of(instance))
-    for instance in group.universe("generate", "generation"):
-        _, score = generation_outcome(group, instance, judge)
-        if score is not None:
-            out.append(("alignment", persona_of(instance), float(score)))
-    return out
+def inference_units(inference: pa.Table) -> pa.Table:
+    """Per counted instance, in order: its k precision units, then its t recall units."""
+    counted = pc.is_in(inference["outcome"], pa.array([SCORED, MODEL_FAILURE], pa.int8()))
+    part = inference.filter(counted)
+    column = lambda name: np.asarray(part[name].to_numpy())  # noqa: E731
+    items = np.stack([column("n_inferred"), column("n_true")], axis=1).ravel()
+    values = np.stack([_ratio(column("hit_inferred"), column("n_inferred")),
+                       _ratio(column("hit_true"), column("n_true"))], axis=1).ravel()
+    instance = np.repeat(np.arange(part.num_rows), 2)
+    metric = np.tile(np.array([0, 1], np.int8), part.num_rows)
+    picks = pa.array(np.repeat(instance, items), pa.int64())
+    return pa.table({"cell": part["cell"].take(picks), "metric": pa.array(np.repeat(metric, items)),
+                     "cluster": part["persona"].take(picks), "value": pa.array(np.repeat(values, items))})
+
+
+def alignment_units(generation: pa.Table) -> pa.Table:
+    """One unit per scored generation, in order."""
+    part = generation.filter(generation["score"].is_valid())
+    return pa.table({"cell": part["cell"], "metric": pa.array(np.full(part.num_rows, 2, np.int8)),
+                     "cluster": part["persona"], "value": part["score"].cast(pa.float64())})
 
 
 def cupid_unit_scores(rows: pa.Table) -> pa.Table:
-    out = [{"benchmark": "cupid", "model": model, "condition": condition, "judge": judge,
-            "metric": metric, "cluster": cluster, "value": value}
-           for model, condition, judge, group in cells(rows) for metric, cluster, value in group_units(group, judge)]
-    return pa.Table.from_pylist(out, schema=UNIT_SCORE_SCHEMA)
+    """UNIT_SCORE_SCHEMA rows per cell: its precision and recall units, then its alignment units."""
+    outcomes = instance_outcomes(rows)
+    units = pa.concat_tables([inference_units(outcomes.inference), alignment_units(outcomes.generation)])
+    order = np.lexsort((np.asarray(units["metric"].to_numpy()) == 2, np.asarray(units["cell"].to_numpy())))
+    units = units.take(pa.array(order, pa.int64()))
+    cells = outcomes.cells.take(units["cell"])
+    return pa.table({"benchmark": pa.array(["cupid"] * units.num_rows, pa.string()), "model": cells["model"],
+                     "condition": cells["condition"], "judge": cells["judge"],
+                     "metric": pa.array(METRICS).take(units["metric"]), "cluster": units["cluster"],
+                     "value": units["value"]}, schema=UNIT_SCORE_SCHEMA)
