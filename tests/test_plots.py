@@ -197,3 +197,24 @@ def test_figures_drawn_in_several_processes_are_the_ones_drawn_in_one(tmp_path):
             assert a.read_bytes() == b.read_bytes(), a.name
         else:  # SVG ids and date differ from file to file; the drawn texts do not
             assert re.findall(r">([^<>]+)</text>", a.read_text()) == re.findall(r">([^<>]+)</text>", b.read_text())
+
+
+def test_a_figure_is_drawn_again_only_when_what_it_shows_changed(tmp_path):
+    from prefray.engine.results.plots import ScatterSpec, write_plots
+
+    rows = [{"benchmark": "b", "model": f"m{i}", "condition": "default", "metric": metric, "value": 0.1 * i + 0.01,
+             "n": 4} for i in range(3) for metric in ("MR", "AAR", "MR[category=x]")]
+    specs = {"b": [ScatterSpec(x="MR", y="AAR")]}
+    files = write_plots(tmp_path, _metrics(rows), specs)
+    assert len(files) == 8 and all(p.exists() for p in files)
+    for path in files:   # mark every file: a redraw replaces it
+        path.write_bytes(b"old")
+    assert write_plots(tmp_path, _metrics(rows), specs) == files
+    assert {p.read_bytes() for p in files} == {b"old"}   # nothing changed: nothing drawn
+
+    rows[1]["value"] = 0.9   # m0's AAR: the AAR bars and the scatter change, MR and MR[category] do not
+    (tmp_path / "plots" / "b__MR.svg").unlink()   # a missing file is drawn again too
+    write_plots(tmp_path, _metrics(rows), specs)
+    redrawn = sorted(p.name for p in files if p.read_bytes() != b"old")
+    assert redrawn == ["b__AAR.png", "b__AAR.svg", "b__AAR_vs_MR.png", "b__AAR_vs_MR.svg",
+                       "b__MR.png", "b__MR.svg"]

@@ -19,6 +19,9 @@ zero bar), and uses one value scale per metric family (`MR` and all `MR[…]` br
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
 import os
 import re
@@ -145,9 +148,14 @@ def _errors(row: dict) -> tuple[float, float] | None:
     return max(0.0, value - low), max(0.0, high - value)
 
 
-def _save(fig, path: Path) -> list[Path]:
+def _save(fig, path: Path, margins: dict[str, float] | None = None) -> list[Path]:
+    """Write `fig` in every format; `margins` (subplots_adjust fractions) place the axes, else
+    matplotlib's tight layout measures every text first (the slow part of a figure)."""
     fig.text(0.01, 0.01, NOTE, fontsize=6, color="#555")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    if margins:
+        fig.subplots_adjust(**margins)
+    else:
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
     written = []
     for fmt in FORMATS:
         target = path.with_name(f"{path.name}.{fmt}")
@@ -200,9 +208,39 @@ def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | 
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))])
     ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=8)
     ax.set_title(title)
-    if any(s != ("", "", "") for s in series):
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: covers no bar, no placement search
-    return _save(fig, path)
+    labels = [" / ".join(p for p in s if p) for s in series if s != ("", "", "")]
+    columns = legend_columns(len(labels), fig.get_figheight())
+    if labels:  # beside the axes: covers no bar, no placement search
+        ax.legend(fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(1.0, 1.0), ncol=columns)
+    return _save(fig, path, bar_margins(fig.get_size_inches(), xs, labels, columns))
+
+
+# Bar figures are laid out from their labels' lengths instead of measured text (tight_layout measures
+# every text of a figure and costs about a third of its drawing time); the estimates are generous.
+TICK_FONT, LEGEND_FONT = 8, 7
+CHAR_WIDTH_IN = 0.62 / 72        # a DejaVu Sans character is at most ~0.62 em wide; × points → inches
+LEGEND_ROW_IN = 1.45 * LEGEND_FONT / 72
+
+
+def legend_columns(entries: int, height_in: float) -> int:
+    """Columns that keep a legend of `entries` within the figure's height."""
+    fits = max(1, int((height_in - 0.4) / LEGEND_ROW_IN))
+    return max(1, -(-entries // fits))
+
+
+def bar_margins(size_in: Sequence[float], ticks: Sequence[Any], labels: Sequence[str], columns: int) -> dict[str, float]:
+    """subplots_adjust fractions for a bar figure: room below for the x tick labels (rotated 30°,
+    right-aligned on their tick), above for the title, right for a legend of `labels` in `columns`."""
+    width, height = size_in
+    tick_len = [len(str(t)) * TICK_FONT * CHAR_WIDTH_IN for t in ticks] or [0.0]
+    below = 0.5 * max(tick_len) + 0.12 + 0.35                     # sin 30° × the longest label, its height, the note
+    left = max(0.65, 0.87 * tick_len[0] - 0.25)                   # cos 30° × the first label, minus its tick's inset
+    legend = 0.0
+    if labels:
+        per_column = max(len(label) for label in labels) * LEGEND_FONT * CHAR_WIDTH_IN + 0.45   # text + handle
+        legend = columns * per_column + 0.15
+    return {"left": min(left / width, 0.4), "right": max(1 - (legend + 0.15) / width, 0.45),
+            "bottom": min(below / height, 0.5), "top": 1 - 0.4 / height}
 
 
 def scatter_points(metrics: pa.Table, benchmark: str, spec: ScatterSpec) -> list[dict]:
@@ -360,9 +398,56 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
                 orders: dict[str, Sequence[str]] | None = None, workers: int | None = None) -> list[Path]:
     """Every figure of the run in every format; returns the files written. `orders`: each
     benchmark's condition order (condition_orders); `workers`: processes drawing them (default:
-    plot_workers)."""
+    plot_workers). A figure whose inputs and drawing code are those it was last drawn from, with
+    its files still there, is not drawn again (plots/.drawn.json keeps each figure's fingerprint)."""
     folder = Path(run_dir) / "plots"
     folder.mkdir(exist_ok=True)
     figures = run_figures(metrics, folder, specs, orders)
-    return draw_all(figures, plot_workers(len(figures)) if workers is None else workers)
+    drawn = _read_drawn(folder)
+    prints = [figure_print(figure) for figure in figures]
+    stale = [figure for figure, mark in zip(figures, prints)
+             if drawn.get(_stem(figure)) != mark or not all(p.exists() for p in figure_files(figure))]
+    draw_all(stale, plot_workers(len(stale)) if workers is None else workers)
+    _write_drawn(folder, {**drawn, **{_stem(f): mark for f, mark in zip(figures, prints)}})
+    return [path for figure in figures for path in figure_files(figure)]
 
+
+DRAWN = ".drawn.json"
+
+
+def _stem(figure: Figure) -> str:
+    return figure[1][2].name if figure[0] is draw else figure[1][3].name
+
+
+def figure_files(figure: Figure) -> list[Path]:
+    path = figure[1][2] if figure[0] is draw else figure[1][3]
+    return [path.with_name(f"{path.name}.{fmt}") for fmt in FORMATS]
+
+
+@functools.cache
+def _drawing_code() -> str:
+    """This module's source and matplotlib's version: a change to either redraws every figure."""
+    import matplotlib
+
+    return hashlib.sha1(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+
+
+def figure_print(figure: Figure) -> str:
+    """A fingerprint of everything a figure is drawn from."""
+    function, args, kwargs = figure
+    data = json.dumps([function.__name__, [str(a) if isinstance(a, Path) else a for a in args], kwargs, FORMATS,
+                       _drawing_code()], sort_keys=True, default=repr)
+    return hashlib.sha1(data.encode()).hexdigest()
+
+
+def _read_drawn(folder: Path) -> dict[str, str]:
+    try:
+        return json.loads((folder / DRAWN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_drawn(folder: Path, drawn: dict[str, str]) -> None:
+    temp = folder / f".{DRAWN}.tmp"
+    temp.write_text(json.dumps(drawn, sort_keys=True), encoding="utf-8")
+    os.replace(temp, folder / DRAWN)
