@@ -63,9 +63,9 @@ def main() -> None:
     for latency in (float(x) for x in args.latencies.split(",")):
         runs = sorted((one_latency(config, latency, args.limit) for _ in range(args.repeats)), key=lambda r: r["ratio"])
         r = runs[len(runs) // 2]
+        ratios = ", ".join(f"{x['ratio']:.3f}" for x in runs)
         print(f"latency {r['latency']:>4.1f} s: {r['requests']} requests, span {r['span']:.1f} s, "
-              f"bound {r['bound']:.1f} s, median ratio {r['ratio']:.3f} (runs: "
-              f"{', '.join(f'{x['ratio']:.3f}' for x in runs)}), without the first-answer probe "
+              f"bound {r['bound']:.1f} s, median ratio {r['ratio']:.3f} (runs: {ratios}), without the first-answer probe "
               f"{r['after_probe']:.3f} (target <= 1.05), 429s {max(x['429s'] for x in runs)} (target 0)", flush=True)
 
 
