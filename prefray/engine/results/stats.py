@@ -88,7 +88,15 @@ def _bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSetti
 def cluster_mean_ci(values: Sequence[float], clusters: Sequence[Any],
                     settings: BootstrapSettings = BootstrapSettings()) -> Interval:
     """The mean over units and its cluster-bootstrap interval (NaN bounds with fewer than 2 clusters)."""
-    _, sums, sizes = cluster_totals(values, clusters)
+    return totals_mean_ci(cluster_totals(values, clusters), settings)
+
+
+Totals = tuple[list[Any], np.ndarray, np.ndarray]   # per cluster, in first-seen order: ids, Σ values, units
+
+
+def totals_mean_ci(totals: Totals, settings: BootstrapSettings = BootstrapSettings()) -> Interval:
+    """cluster_mean_ci from the clusters' totals."""
+    _, sums, sizes = totals
     units = int(sizes.sum())
     if units == 0:
         return Interval(math.nan, math.nan, math.nan, 0, 0)
@@ -104,8 +112,12 @@ def cluster_mean_ci(values: Sequence[float], clusters: Sequence[Any],
 def paired_delta_ci(a_values: Sequence[float], a_clusters: Sequence[Any], b_values: Sequence[float],
                     b_clusters: Sequence[Any], settings: BootstrapSettings = BootstrapSettings()) -> Interval:
     """mean(A) − mean(B) over the clusters both sides have, with a paired cluster-bootstrap interval."""
-    a_ids, a_sums, a_sizes = cluster_totals(a_values, a_clusters)
-    b_ids, b_sums, b_sizes = cluster_totals(b_values, b_clusters)
+    return totals_delta_ci(cluster_totals(a_values, a_clusters), cluster_totals(b_values, b_clusters), settings)
+
+
+def totals_delta_ci(a: Totals, b: Totals, settings: BootstrapSettings = BootstrapSettings()) -> Interval:
+    """paired_delta_ci from both sides' cluster totals."""
+    (a_ids, a_sums, a_sizes), (b_ids, b_sums, b_sizes) = a, b
     b_pos = {c: i for i, c in enumerate(b_ids)}
     shared = [(i, b_pos[c]) for i, c in enumerate(a_ids) if c in b_pos]
     if not shared:
@@ -127,27 +139,35 @@ def paired_delta_ci(a_values: Sequence[float], a_clusters: Sequence[Any], b_valu
     return Interval(estimate, low, high, len(shared), units)
 
 
-def _groups(scores: pa.Table, keys: Iterable[str]) -> dict[tuple, tuple[list[float], list[Any]]]:
-    """Values and clusters per key, in row order; a unit without a score (null or NaN) is left out:
-    it is not a zero, and the benchmark counts it as excluded."""
+def _groups(scores: pa.Table, keys: Iterable[str]) -> dict[tuple, Totals]:
+    """Cluster totals per key (clusters in first-seen order); a unit without a score (null or NaN)
+    is left out: it is not a zero, and the benchmark counts it as excluded."""
     import pyarrow.compute as pc
 
     keys = list(keys)
     if scores.num_rows == 0:
         return {}
     scored = pc.and_(pc.is_valid(scores["value"]), pc.invert(pc.fill_null(pc.is_nan(scores["value"]), True)))
-    table = scores.select([*keys, "value", "cluster"]).filter(pc.fill_null(scored, False))
-    grouped = table.group_by(keys, use_threads=False).aggregate([("value", "list"), ("cluster", "list")])
-    columns = [grouped[k].to_pylist() for k in keys]
-    return {key: (values, clusters) for key, values, clusters in
-            zip(zip(*columns), grouped["value_list"].to_pylist(), grouped["cluster_list"].to_pylist())}
+    table = scores.select([*keys, "value", "cluster"]).append_column("_row", pa.array(np.arange(scores.num_rows)))
+    table = table.filter(pc.fill_null(scored, False))
+    per_cluster = table.group_by([*keys, "cluster"], use_threads=False).aggregate(
+        [("value", "sum"), ("value", "count"), ("_row", "min")]).sort_by("_row_min")   # in order of first appearance
+    columns = [per_cluster[k].to_pylist() for k in keys]
+    sums = per_cluster["value_sum"].to_numpy()
+    sizes = per_cluster["value_count"].to_numpy().astype(float)
+    rows: dict[tuple, list[int]] = {}
+    for position, key in enumerate(zip(*columns)):
+        rows.setdefault(key, []).append(position)
+    clusters = per_cluster["cluster"].to_pylist()
+    return {key: ([clusters[i] for i in where], sums[where], sizes[where])
+            for key, where in ((k, np.asarray(v)) for k, v in rows.items())}
 
 
 def mean_intervals(scores: pa.Table, settings: BootstrapSettings = BootstrapSettings()) -> pa.Table:
     """Per benchmark × model × condition × judge × metric: value (mean), n, clusters, ci_low, ci_high."""
     out = []
-    for key, (values, clusters) in sorted(_groups(scores, GROUP_KEYS).items()):
-        interval = cluster_mean_ci(values, clusters, settings)
+    for key, totals in sorted(_groups(scores, GROUP_KEYS).items()):
+        interval = totals_mean_ci(totals, settings)
         out.append({**dict(zip(GROUP_KEYS, key)), "value": interval.estimate, "n": interval.units,
                     "clusters": interval.clusters, "ci_low": interval.low, "ci_high": interval.high})
     return pa.Table.from_pylist(out, schema=INTERVAL_SCHEMA)
@@ -169,8 +189,7 @@ def paired_deltas(scores: pa.Table, column: str, a: str, b: str,
     for key in sorted({k[:-1] for k in groups}):
         if (*key, a) not in groups or (*key, b) not in groups:
             continue
-        (av, ac), (bv, bc) = groups[(*key, a)], groups[(*key, b)]
-        interval = paired_delta_ci(av, ac, bv, bc, settings)
+        interval = totals_delta_ci(groups[(*key, a)], groups[(*key, b)], settings)
         out.append({**dict(zip(others, key)), "a": a, "b": b, "delta": interval.estimate,
                     "clusters": interval.clusters, "ci_low": interval.low, "ci_high": interval.high})
     schema = pa.schema([*(pa.field(k, pa.string()) for k in others), ("a", pa.string()), ("b", pa.string()),
@@ -211,7 +230,6 @@ def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
 
 def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
     """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
-    import pyarrow.compute as pc
 
     tables = [UNIT_SCORE_SCHEMA.empty_table()]
     for name, part in rows_by_benchmark(rows).items():
