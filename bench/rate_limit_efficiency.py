@@ -13,10 +13,10 @@ engine/calls/lanegate.py), so every run pays one answer latency at its start; th
 leaves that wait out: (span − latency) ÷ bound. It is a constant per lane, not per call.
 
 Printed per latency (default 0.5, 2 and 8 s): the median of `--repeats` runs, with the most 429s
-any run got from the server (target 0). The default 200 instances (600 generation calls, 72 s of
-gpt-4o's RPM) let the one-latency probe amortise as it does in a sweep; `--limit 40` shows it on a
-short run.
-Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 200] [--repeats 3]
+any run got from the server (target 0). The default 117 instances × 9 samples (1,053 generation
+calls, 126 s of gpt-4o's RPM) let the one-latency probe amortise as it does in a sweep;
+`--limit 40 --samples 3` shows it on a short run.
+Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 117] [--samples 9] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def model_config(name: str) -> dict:
     return yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text())
 
 
-def one_latency(config: dict, latency: float, limit: int) -> dict:
+def one_latency(config: dict, latency: float, limit: int, samples: int) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     rpm, model_id = config["rpm"], config["model_id"]
     with fake_server("--rpm", str(rpm), "--strict-window", "60", "--limit-models", model_id,
@@ -41,7 +41,8 @@ def one_latency(config: dict, latency: float, limit: int) -> dict:
         url = f"http://127.0.0.1:{port}/v1"
         key_env = config.get("api_key_env") or "PREFRAY_BENCH_KEY"
         launch(f"model={config['name']}", "judge=fake", "benchmark=benchpres", "condition=default",
-               f"model.base_url={url}", f"judge.base_url={url}", f"limit={limit}", f"run.dir={run_dir}",
+               f"model.base_url={url}", f"judge.base_url={url}", f"limit={limit}", f"benchmark.samples={samples}",
+               f"run.dir={run_dir}",
                "run.cache=false", "run.progress=false", env={key_env: "bench-key"})
         server = stats(port)
     admitted = server["by_model"][model_id] - server["rate_limited"]
@@ -55,13 +56,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="gpt-4o")
     parser.add_argument("--latencies", default="0.5,2,8")
-    parser.add_argument("--limit", type=int, default=200, help="BenchPreS instances (3 samples each)")
+    parser.add_argument("--limit", type=int, default=117, help="BenchPreS instances (the sample has 117)")
+    parser.add_argument("--samples", type=int, default=9, help="generations per instance")
     parser.add_argument("--repeats", type=int, default=3, help="runs per latency; the median ratio is printed")
     args = parser.parse_args()
     config = model_config(args.model)
     print(f"{args.model}: rpm {config['rpm']}, tpm {config['tpm']}, max_concurrency {config['max_concurrency']}")
     for latency in (float(x) for x in args.latencies.split(",")):
-        runs = sorted((one_latency(config, latency, args.limit) for _ in range(args.repeats)), key=lambda r: r["ratio"])
+        runs = sorted((one_latency(config, latency, args.limit, args.samples) for _ in range(args.repeats)), key=lambda r: r["ratio"])
         r = runs[len(runs) // 2]
         ratios = ", ".join(f"{x['ratio']:.3f}" for x in runs)
         print(f"latency {r['latency']:>4.1f} s: {r['requests']} requests, span {r['span']:.1f} s, "
