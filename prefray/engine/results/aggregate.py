@@ -228,6 +228,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
     best = latest_attempts(all_rows)
     del all_rows  # only the best attempt of every unit from here on
+    pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])

@@ -221,11 +221,20 @@ DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("com
 
 @per_table
 def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
-    """Each benchmark's rows (in row order), by name in sorted order; the same tables for the same `rows`."""
+    """Each benchmark's rows (in row order), by name in sorted order; the same tables for the same
+    `rows`. Rows sorted by benchmark (as `latest_attempts` leaves them) are sliced, not copied."""
     import pyarrow.compute as pc
 
-    names = sorted(pc.unique(rows["benchmark"]).drop_null().to_pylist())
-    return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in names}
+    if rows.num_rows == 0:
+        return {}
+    names = pc.unique(rows["benchmark"]).drop_null().to_pylist()
+    runs = pc.run_end_encode(rows["benchmark"].combine_chunks()) if rows["benchmark"].null_count == 0 else None
+    if runs is not None and len(runs.values) == len(names):   # one contiguous run per benchmark
+        ends = runs.run_ends.to_pylist()
+        starts = [0, *ends[:-1]]
+        slices = {name: rows.slice(start, end - start) for name, start, end in zip(runs.values.to_pylist(), starts, ends)}
+        return {name: slices[name] for name in sorted(names)}
+    return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in sorted(names)}
 
 
 def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:

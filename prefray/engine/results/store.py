@@ -293,13 +293,15 @@ def compact_run(run_dir: Path) -> Compaction:
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:
-    """Keep, for every unit, its best row: an ok row if any, else the latest attempt (sorted by unit)."""
+    """Keep, for every unit, its best row: an ok row if any, else the latest attempt (sorted by
+    benchmark, then unit: each benchmark's rows are one contiguous slice)."""
     if table.num_rows == 0:
         return table
     ok_rank = pc.equal(table["status"], "ok").cast(pa.int32())
-    keys = pa.table({"unit_id": table["unit_id"], "_ok": ok_rank, "attempt": table["attempt"]})
-    order = pc.sort_indices(keys, sort_keys=[("unit_id", "ascending"), ("_ok", "descending"),
-                                             ("attempt", "descending")])
+    keys = pa.table({"benchmark": table["benchmark"] if "benchmark" in table.column_names else pa.nulls(table.num_rows),
+                     "unit_id": table["unit_id"], "_ok": ok_rank, "attempt": table["attempt"]})
+    order = pc.sort_indices(keys, sort_keys=[("benchmark", "ascending"), ("unit_id", "ascending"),
+                                             ("_ok", "descending"), ("attempt", "descending")])
     ids = pc.take(table["unit_id"], order).combine_chunks()
     previous = pa.concat_arrays([pa.nulls(1, ids.type), ids.slice(0, len(ids) - 1)])
     first_of_unit = pc.fill_null(pc.not_equal(ids, previous), True)
