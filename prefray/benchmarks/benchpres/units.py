@@ -9,23 +9,24 @@ whole profiles: all contexts, samples and preferences of one user move together.
 
 from __future__ import annotations
 
-import json
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from prefray.benchmarks.benchpres.tables import meta_values
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
 
 def profiles_by_instance(rows: pa.Table) -> dict[str, str]:
-    """instance id → the profile it belongs to (from the generation rows' meta; else the instance)."""
+    """instance id → the profile it belongs to (from the generation rows' meta, the last row of the
+    instance deciding; else the instance), in the order the instances first appear."""
     generated = rows.filter(pc.fill_null(pc.equal(rows["stage"], "generate"), False)).select(["instance_id", "meta_json"])
-    profiles: dict[str | None, str | None] = {}
-    out = {}
-    for instance, meta in zip(generated["instance_id"].to_pylist(), generated["meta_json"].to_pylist()):
-        if meta not in profiles:
-            profiles[meta] = json.loads(meta or "{}").get("profile")
-        out[instance] = profiles[meta] or instance
-    return out
+    profile = meta_values(generated["meta_json"], lambda meta: meta.get("profile") or None, pa.string())
+    named = pa.table({"instance_id": generated["instance_id"], "profile": pc.coalesce(profile, generated["instance_id"]),
+                      "row": pa.array(np.arange(generated.num_rows, dtype=np.int64))})
+    last = named.group_by("instance_id", use_threads=False).aggregate(
+        [("profile", "last", pc.ScalarAggregateOptions(skip_nulls=False)), ("row", "min")]).sort_by("row_min")
+    return dict(zip(last["instance_id"].to_pylist(), last["profile_last"].to_pylist()))
 
 
 def _units(table: pa.Table, metric: pa.Array | str, value: pa.Array, profiles: dict[str, str]) -> pa.Table:
