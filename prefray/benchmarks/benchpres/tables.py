@@ -14,7 +14,6 @@ null verdict or score. Nothing is dropped: every null is counted in `excluded`, 
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any, Callable, NamedTuple
 
@@ -27,7 +26,7 @@ from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.benchmarks.benchpres.scoring import nickname_decisions
 from prefray.engine.benchmark import parsed
 from prefray.engine.memo import per_table
-from prefray.engine.failures import failure_class, failure_classes
+from prefray.engine.failures import failure_classes
 
 JUDGED_STAGES = ("judge", "completeness")
 # The fields of a verdict and of a completeness score that the tables read.
@@ -38,13 +37,9 @@ STAGES = ("generate", *JUDGED_STAGES)
 EMPTY_MESSAGE_SCORE = 1
 
 
-def row_class(r: dict[str, Any]) -> str:
-    role = r.get("role") or ("subject" if r["stage"] == "generate" else "judge")
-    return failure_class(role, r["status"], r.get("cause") or "")
-
-
 def row_classes(part: pa.Table) -> pa.Array:
-    """`row_class` of every row of `part` (its stage, role, status and cause columns)."""
+    """The failure class of every row of `part` (its stage, role, status and cause columns); a row
+    stored without a role is the subject's at the generate stage, a judge's at the others."""
     role = _column(part, "role")
     default_role = pc.if_else(pc.equal(part["stage"], "generate"), "subject", "judge")
     return failure_classes(pa.table({
@@ -56,21 +51,41 @@ def _column(rows: pa.Table, name: str) -> pa.ChunkedArray | pa.Array:
     return rows[name] if name in rows.column_names else pa.nulls(rows.num_rows, pa.string())
 
 
+def _at(rows: pa.Table, stages: tuple[str, ...]) -> pa.ChunkedArray | pa.Array:
+    """True for the rows at `stages`."""
+    return pc.fill_null(pc.is_in(rows["stage"], pa.array(stages, pa.string())), False)
+
+
 def _positions(rows: pa.Table, stages: tuple[str, ...]) -> pa.Array:
     """Row numbers of the rows at `stages`, in order."""
-    return pc.indices_nonzero(pc.fill_null(pc.is_in(rows["stage"], pa.array(stages, pa.string())), False))
+    return pc.indices_nonzero(_at(rows, stages))
 
 
 def _rows_at(rows: pa.Table, stages: tuple[str, ...], columns: list[str]) -> tuple[pa.Array, pa.Table]:
     """(row numbers, the rows with `columns` only) of the rows at `stages`."""
-    positions = _positions(rows, stages)
-    return positions, pa.table({name: _column(rows, name) for name in columns}).take(positions)
+    at = _at(rows, stages)
+    return pc.indices_nonzero(at), pa.table({name: _column(rows, name) for name in columns}).filter(at)
+
+
+TALLY_KEYS = ["model", "condition", "judge", "stage", "role", "status", "cause"]
+
+
+@per_table
+def _tallies(rows: pa.Table) -> pa.Table:
+    """The number of rows (`rows`) of each (model, condition, judge, stage, role, status, cause)."""
+    counted = pa.table({name: _column(rows, name) for name in TALLY_KEYS}).group_by(TALLY_KEYS).aggregate(
+        [([], "count_all")])
+    return counted.rename_columns([*TALLY_KEYS, "rows"])
+
+
+def _tallies_at(rows: pa.Table, stages: tuple[str, ...]) -> pa.Table:
+    tallies = _tallies(rows)
+    return tallies.filter(_at(tallies, stages))
 
 
 def _cell_judge_table(rows: pa.Table, stages: tuple[str, ...]) -> pa.Table:
     """The distinct (model, condition, judge) of the rows at `stages`."""
-    part = rows.select(["model", "condition", "judge"]).take(_positions(rows, stages))
-    return part.group_by(["model", "condition", "judge"]).aggregate([])
+    return _tallies_at(rows, stages).group_by(["model", "condition", "judge"]).aggregate([])
 
 
 def _judges(rows: pa.Table, stages: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
@@ -104,11 +119,22 @@ def _distinct(texts: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str |
     return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
 
 
-def meta_values(meta_json: pa.ChunkedArray | pa.Array, value: Callable[[dict[str, Any]], Any],
-                type: pa.DataType) -> pa.Array:
-    """`value(meta)` for the meta_json of every row (a null read as {}), each distinct text parsed once."""
-    ids, texts = _distinct(meta_json)
-    return pa.array([value(json.loads(text or "{}")) for text in texts], type).take(pa.array(ids))
+class GenerationMetas(NamedTuple):
+    ids: np.ndarray               # per generation row, in row order: its meta among `metas`
+    metas: list[dict[str, Any]]   # each distinct meta_json of the generation rows, parsed (a null as {})
+
+
+@per_table
+def generation_metas(rows: pa.Table) -> GenerationMetas:
+    """The meta of every generation row, each distinct text parsed once."""
+    ids, texts = _distinct(rows["meta_json"].filter(_at(rows, ("generate",))))
+    return GenerationMetas(ids, [json.loads(text or "{}") for text in texts])
+
+
+def generation_meta_values(rows: pa.Table, value: Callable[[dict[str, Any]], Any], type: pa.DataType) -> pa.Array:
+    """`value(meta)` of every generation row, in row order."""
+    found = generation_metas(rows)
+    return pa.array([value(meta) for meta in found.metas], type).take(pa.array(found.ids))
 
 
 def _stored_decision(parsed_json: str | None) -> dict[str, dict[str, Any]] | None:
@@ -130,10 +156,12 @@ STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.
 def stored_decision_missing(rows: pa.Table) -> pa.Array:
     """True for each generation row whose nickname decision `stored_nicknames` takes from its text:
     a nickname preference in its meta, no stored decision (a superset of the answered ones)."""
-    generated = pc.equal(rows["stage"], "generate")
-    nickname = pc.match_substring(rows["meta_json"], '"nickname"')
-    stored = pc.starts_with(rows["parsed_json"], STORED_DECISION)
-    return pc.fill_null(pc.and_(pc.and_(generated, nickname), pc.invert(pc.fill_null(stored, False))), False)
+    stored = pc.fill_null(pc.starts_with(rows["parsed_json"], STORED_DECISION), False)
+    unstored = pc.indices_nonzero(pc.and_(_at(rows, ("generate",)), pc.invert(stored)))
+    nickname = pc.fill_null(pc.match_substring(rows["meta_json"].take(unstored), '"nickname"'), False)
+    missing = np.zeros(rows.num_rows, dtype=bool)
+    missing[unstored.filter(nickname).to_numpy()] = True
+    return pa.array(missing)
 
 
 class _Preferences(NamedTuple):
@@ -213,8 +241,8 @@ def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
     (the exact match, its span as evidence), every preference of a failed generation (z=0 for a
     model failure, null for no answer); `_position` is the row each came from."""
     positions, part = _rows_at(rows, ("generate",), GENERATION_COLUMNS)
-    meta_ids, meta_texts = _distinct(part["meta_json"])
-    prefs = _preferences([json.loads(text or "{}") for text in meta_texts])
+    meta_ids, metas = generation_metas(rows)
+    prefs = _preferences(metas)
     row, judge = _per_cell_judge(part, judges)
     kind = row_classes(part).to_numpy(zero_copy_only=False)
     answered, model_failure = kind == "answered", kind == "model_failure"
@@ -251,21 +279,27 @@ def _ok_fields(rows: pa.Table, fields: pa.Schema) -> dict[str, pa.Array]:
     parsed_json). The answers are parsed by Arrow's JSON reader; if it cannot read them (an answer
     that is no object with fields of these types), by json.loads, row by row."""
     answered = pc.fill_null(pc.and_(pc.equal(rows["status"], "ok"), pc.not_equal(rows["parsed_json"], "")), False)
-    texts = rows["parsed_json"].filter(answered).to_pylist()
+    texts = rows["parsed_json"].filter(answered)
     try:
         parsed = _read_json_lines(texts, fields)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
-        values = [json.loads(text) for text in texts]
+        values = [json.loads(text) for text in texts.to_pylist()]
         parsed = pa.table({f.name: pa.array([v.get(f.name) if v else None for v in values], f.type) for f in fields})
     where = pc.if_else(answered, pc.subtract(pc.cumulative_sum(answered.cast(pa.int64())), 1), pa.scalar(None, pa.int64()))
     return {f.name: pc.take(parsed[f.name], where) for f in fields}
 
 
-def _read_json_lines(texts: list[str], fields: pa.Schema) -> pa.Table:
-    if not texts:
+def _read_json_lines(texts: pa.ChunkedArray, fields: pa.Schema) -> pa.Table:
+    """Arrow's JSON reader over the texts, each on its own line."""
+    if not len(texts):
         return fields.empty_table()
+    newline = pa.scalar("\n", pa.large_string())
+    lines = pc.binary_join_element_wise(texts.cast(pa.large_string()), pa.scalar("", pa.large_string()), newline)
+    lines = lines.combine_chunks()
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    data = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
     options = pajson.ParseOptions(explicit_schema=fields, unexpected_field_behavior="ignore")
-    parsed = pajson.read_json(io.BytesIO("\n".join(texts).encode()), parse_options=options)
+    parsed = pajson.read_json(pa.BufferReader(data), parse_options=options)
     if parsed.num_rows != len(texts):
         raise ValueError("an answer spans several lines")
     return parsed
@@ -279,9 +313,8 @@ def _in_row_order(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _judge_decisions(rows: pa.Table) -> pa.Table:
-    positions = _positions(rows, ("judge",))
-    part = rows.select(["model", "condition", "judge", "instance_id", "sample", "item", "meta_json", "status",
-                        "parsed_json"]).take(positions)
+    positions, part = _rows_at(rows, ("judge",), ["model", "condition", "judge", "instance_id", "sample", "item",
+                                                  "meta_json", "status", "parsed_json"])
     meta = _meta_columns(part["meta_json"], ("category", "domain", "g"))
     verdicts = _ok_fields(part, VERDICT_FIELDS)
     return pa.table({
@@ -295,7 +328,7 @@ def _judge_decisions(rows: pa.Table) -> pa.Table:
 
 # the generation columns a failure needs, then those an answered row's decisions need
 FAILURE_COLUMNS = ["model", "condition", "instance_id", "sample", "stage", "role", "status", "cause"]
-GENERATION_COLUMNS = [*FAILURE_COLUMNS, "meta_json", "text", "parsed_json"]
+GENERATION_COLUMNS = [*FAILURE_COLUMNS, "text", "parsed_json"]
 
 
 @per_table
@@ -340,19 +373,18 @@ def failure_counts(rows: pa.Table) -> list[dict[str, Any]]:
     `failures_no_answer` (generation + this judge's units; excluded), `failures_model` (generations;
     scored), `failures_judge` (this judge's units; excluded), with a `[stage=…]` breakdown."""
     judges = _judges(rows, JUDGED_STAGES)
-    _, part = _rows_at(rows, STAGES, ["model", "condition", "judge", "stage", "role", "status", "cause"])
-    classes = row_classes(part)
+    part = _tallies_at(rows, STAGES)
     keys = ["model", "condition", "judge", "stage"]
-    tallied = part.select(keys).append_column("class", classes).group_by([*keys, "class"]).aggregate(
-        [("class", "count")])
+    tallied = part.select([*keys, "rows"]).append_column("class", row_classes(part)).group_by(
+        [*keys, "class"]).aggregate([("rows", "sum")])
     counts: dict[tuple[str, str, str], dict[str, dict[str, int]]] = {}
     for r in tallied.to_pylist():
         for judge in (_cell_judges(judges, r) if r["stage"] == "generate" else [r["judge"]]):
             per_stage = counts.setdefault((r["model"], r["condition"], judge), {})
             tally = per_stage.setdefault(r["stage"], {"units": 0, "no_answer": 0, "model_failure": 0,
                                                       "judge_failure": 0, "answered": 0})
-            tally["units"] += r["class_count"]
-            tally[r["class"]] += r["class_count"]
+            tally["units"] += r["rows_sum"]
+            tally[r["class"]] += r["rows_sum"]
     out = []
     for (model, condition, judge), per_stage in sorted(counts.items()):
         key = {"model": model, "condition": condition, "judge": judge}
@@ -378,10 +410,10 @@ def unmapped_contexts(rows: pa.Table) -> list[dict[str, Any]]:
     """Per model × condition × judge: distinct contexts whose domain came from no table (domain
     "other"); n = distinct contexts generated for. Runs stored before contexts were recorded count 0.
     A context seen in several rows takes the flag of the last."""
-    _, part = _rows_at(rows, ("generate",), ["model", "condition", "instance_id", "meta_json"])
-    context = pc.coalesce(meta_values(part["meta_json"], lambda m: m.get("context") or None, pa.string()),
+    _, part = _rows_at(rows, ("generate",), ["model", "condition", "instance_id"])
+    context = pc.coalesce(generation_meta_values(rows, lambda m: m.get("context") or None, pa.string()),
                           part["instance_id"])
-    unmapped = meta_values(part["meta_json"], lambda m: not m.get("context_known", True), pa.bool_())
+    unmapped = generation_meta_values(rows, lambda m: not m.get("context_known", True), pa.bool_())
     flags = pa.table({"model": part["model"], "condition": part["condition"], "context": context,
                       "unmapped": unmapped.cast(pa.int64())})
     last = flags.group_by(["model", "condition", "context"], use_threads=False).aggregate([("unmapped", "last")])
