@@ -56,11 +56,6 @@ def _at(rows: pa.Table, stages: tuple[str, ...]) -> pa.ChunkedArray | pa.Array:
     return pc.fill_null(pc.is_in(rows["stage"], pa.array(stages, pa.string())), False)
 
 
-def _positions(rows: pa.Table, stages: tuple[str, ...]) -> pa.Array:
-    """Row numbers of the rows at `stages`, in order."""
-    return pc.indices_nonzero(_at(rows, stages))
-
-
 def _rows_at(rows: pa.Table, stages: tuple[str, ...], columns: list[str]) -> tuple[pa.Array, pa.Table]:
     """(row numbers, the rows with `columns` only) of the rows at `stages`."""
     at = _at(rows, stages)
