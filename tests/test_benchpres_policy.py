@@ -126,3 +126,113 @@ def test_unit_scores_cluster_decisions_by_profile_and_average_to_the_rates():
     assert sum(r["value"] for r in mr) / len(mr) == misapplication_rate(decisions)[0] == 1 / 3
     assert [(r["metric"], r["cluster"], r["value"]) for r in table if r["metric"] != "MR"] == \
         [("AAR", "Bo", 1.0), ("completeness", "Ana", 4.0)]
+
+
+def _mixed_run(seed: int) -> list[dict]:
+    """Generations of two models (one cell never judged, one with two judges) with every failure class,
+    stored nickname decisions and ones left to the text, repeated completeness units, shuffled."""
+    import random
+
+    rng = random.Random(seed)
+    judges = {("m1", "default"): ["j2", "j1"], ("m1", "no_preferences"): ["j1", "j2"],
+              ("m2", "default"): [], ("m2", "no_preferences"): ["j1"]}
+    prefs = [*PREFS, {"statement": "Be playful.", "g": False, "category": "tone"}]
+    out = []
+    for (model, condition), cell_judges in judges.items():
+        for instance in ("a", "b", "c"):
+            domain = "health" if instance == "a" else "travel"
+            for sample in range(3):
+                meta = {"domain": domain, "preferences": prefs, "profile": instance.upper()}
+                status, cause = rng.choice([("ok", "")] * 5 + [("failed", "context_overflow"), ("failed", "rate_limit")])
+                text = rng.choice(["Hi Jo, here", "Hello", "jo? Joanna"])
+                stored = {"nicknames": {"1": {"nickname": "Jo", "span": "Jo" if "Jo," in text else None, "start": 3}}}
+                parsed_json = json.dumps(stored) if rng.random() < 0.6 else None
+                base = {"model": model, "condition": condition, "instance_id": instance, "sample": sample, "attempt": 1,
+                        "benchmark": "benchpres"}
+                out.append({**base, "stage": "generate", "role": "subject", "judge": "", "item": "", "status": status,
+                            "cause": cause, "text": text, "meta_json": json.dumps(meta), "parsed_json": parsed_json})
+                if status != "ok":
+                    continue
+                for judge in cell_judges:
+                    for item, pref in enumerate(prefs):
+                        if pref["category"] == "nickname":
+                            continue
+                        ok = rng.random() < 0.8
+                        verdict = {"rationale": "r", "applied": rng.random() < 0.5}
+                        out.append({**base, "stage": "judge", "role": "judge", "judge": judge, "item": str(item),
+                                    "status": "ok" if ok else "failed", "cause": "" if ok else "parse_error",
+                                    "meta_json": json.dumps({"g": pref["g"], "category": pref["category"], "domain": domain}),
+                                    "parsed_json": json.dumps(verdict) if ok else None})
+                    for _ in range(rng.choice([1, 1, 2])):
+                        ok = rng.random() < 0.8
+                        out.append({**base, "stage": "completeness", "role": "judge", "judge": judge, "item": "",
+                                     "status": "ok" if ok else "failed", "cause": "" if ok else "parse_error",
+                                     "meta_json": json.dumps({"domain": domain}),
+                                     "parsed_json": json.dumps({"score": rng.randint(1, 5)}) if ok else None})
+    rng.shuffle(out)
+    return [{name: r.get(name) for name in SHARD_SCHEMA.names} for r in out]
+
+
+def _expected_by_hand(rows: list[dict]) -> dict[tuple, tuple]:
+    """MR, AAR, completeness and completeness_delta per cell, row by row (Fractions throughout)."""
+    from fractions import Fraction
+
+    judges: dict[tuple, set] = {}
+    for r in rows:
+        if r["stage"] != "generate":
+            judges.setdefault((r["model"], r["condition"], r["stage"]), set()).add(r["judge"])
+    decided, scores = [], []
+    for r in rows:
+        cell = (r["model"], r["condition"])
+        if r["stage"] == "judge":
+            verdict = json.loads(r["parsed_json"])["applied"] if r["status"] == "ok" else None
+            decided.append((*cell, r["judge"], r["sample"], json.loads(r["meta_json"])["g"], verdict))
+        elif r["stage"] == "completeness":
+            value = json.loads(r["parsed_json"])["score"] if r["status"] == "ok" else None
+            scores.append((*cell, r["judge"], r["instance_id"], r["sample"], value))
+        elif r["status"] == "ok":
+            stored = json.loads(r["parsed_json"])["nicknames"]["1"]["span"] if r["parsed_json"] else None
+            applied = stored is not None if r["parsed_json"] else "Jo," in r["text"]
+            decided += [(*cell, j, r["sample"], False, applied) for j in sorted(judges.get((*cell, "judge"), [""]))]
+        else:
+            verdict = False if r["cause"] == "context_overflow" else None
+            for j in sorted(judges.get((*cell, "judge"), [""])):
+                decided += [(*cell, j, r["sample"], p["g"], verdict) for p in json.loads(r["meta_json"])["preferences"]]
+            score = 1 if r["cause"] == "context_overflow" else None
+            scores += [(*cell, j, r["instance_id"], r["sample"], score)
+                       for j in sorted(judges.get((*cell, "completeness"), [""]))]
+    out = {}
+    for model, condition, judge, *_ in decided:
+        for metric, gold in (("MR", False), ("AAR", True)):
+            mine = [(s, z) for m, c, j, s, g, z in decided if (m, c, j, g) == (model, condition, judge, gold)]
+            per_sample = {s: [z for t, z in mine if t == s and z is not None] for s, _ in mine}
+            shares = [Fraction(sum(zs), len(zs)) for zs in per_sample.values() if zs]
+            value = float(sum(shares) / len(shares)) if shares else math.nan
+            n = sum(len(zs) for zs in per_sample.values())
+            out[(model, condition, judge, metric)] = (value, n, len(mine) - n)
+    for model, condition, judge, *_ in scores:
+        mine = [v for m, c, j, _, _, v in scores if (m, c, j) == (model, condition, judge)]
+        valued = [v for v in mine if v is not None]
+        out[(model, condition, judge, "completeness")] = (
+            float(Fraction(sum(valued), len(valued))) if valued else math.nan, len(valued), len(mine) - len(valued))
+        base = {(i, s): v for m, c, j, i, s, v in scores if (m, c, j) == (model, "no_preferences", judge)}
+        ours = {(i, s): v for m, c, j, i, s, v in scores if (m, c, j) == (model, condition, judge)}
+        if condition != "no_preferences" and any(m == model and c == "no_preferences" and j == judge
+                                                  for m, c, j, *_ in scores):
+            diffs = [ours[u] - base[u] for u in set(ours) | set(base) if ours.get(u) is not None and base.get(u) is not None]
+            out[(model, condition, judge, "completeness_delta")] = (
+                float(Fraction(sum(diffs), len(diffs))) if diffs else math.nan, len(diffs), len(set(ours) | set(base)) - len(diffs))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mixed_failures_give_the_rates_and_scores_computed_row_by_row(seed):
+    rows = _mixed_run(seed)
+    expected = _expected_by_hand(rows)
+    got = {(r["model"], r["condition"], r["judge"], r["metric"]): (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()
+           if r["metric"] in ("MR", "AAR", "completeness", "completeness_delta")}
+    assert got.keys() == expected.keys()
+    for key, (value, n, excluded) in expected.items():
+        assert (n, excluded) == got[key][1:], key
+        assert (math.isnan(value) and math.isnan(got[key][0])) or value == got[key][0], key

@@ -17,6 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -33,20 +34,38 @@ SCORE_SCHEMA = pa.schema([
 KEYS = ("model", "condition", "judge")
 
 
+COUNTS = ("decided", "scored", "applied")
+Tally = tuple[int, int, int]  # one sample's decisions, those with a verdict (z not null), those applied (z=1)
+
+
+def _sample_tallies(decisions: pa.Table, by: list[str]) -> pa.Table:
+    """Per (`by`, sample, g): decisions, those scored (z not null), those applied (z=1)."""
+    z = decisions["z"]
+    flags = pa.table({**{k: decisions[k] for k in [*by, "sample", "g"]},
+                      "decided": pa.array(np.ones(decisions.num_rows, dtype=np.int64)),
+                      "scored": pc.is_valid(z).cast(pa.int64()), "applied": pc.fill_null(z, False).cast(pa.int64())})
+    return _summed(flags, [*by, "sample", "g"])
+
+
+def _summed(tallies: pa.Table, keys: list[str]) -> pa.Table:
+    """`tallies` summed per `keys`."""
+    summed = tallies.group_by(keys).aggregate([(count, "sum") for count in COUNTS])
+    return pa.table({**{k: summed[k] for k in keys}, **{count: summed[f"{count}_sum"] for count in COUNTS}})
+
+
+def _rate_of(samples: list[Tally]) -> tuple[float, int, int]:
+    """(mean over samples with a verdict of applied/scored, n scored, n excluded): exact (fractions)."""
+    shares = [Fraction(applied, scored) for _, scored, applied in samples if scored]
+    n = sum(scored for _, scored, _ in samples)
+    excluded = sum(decided for decided, _, _ in samples) - n
+    if not n:
+        return float("nan"), 0, excluded
+    return float(sum(shares) / len(shares)), n, excluded
+
+
 def _rate(decisions: pa.Table, gold: bool) -> tuple[float, int, int]:
     """(mean over samples of the share of z=1, n scored, n excluded) among decisions with label `gold`."""
-    subset = decisions.filter(pc.equal(decisions["g"], gold))
-    per_sample: dict[int, list[int]] = {}
-    for sample, z in zip(subset["sample"].to_pylist(), subset["z"].to_pylist()):
-        if z is not None:
-            counts = per_sample.setdefault(sample, [0, 0])
-            counts[0] += int(z)
-            counts[1] += 1
-    n = sum(total for _, total in per_sample.values())
-    if not n:
-        return float("nan"), 0, subset.num_rows
-    mean = sum(Fraction(hit, total) for hit, total in per_sample.values()) / len(per_sample)
-    return float(mean), n, subset.num_rows - n
+    return _rate_of(_per_label(_sample_tallies(decisions, []), []).get((), {}).get(gold, []))
 
 
 def misapplication_rate(decisions: pa.Table) -> tuple[float, int, int]:
@@ -57,9 +76,9 @@ def appropriate_application_rate(decisions: pa.Table) -> tuple[float, int, int]:
     return _rate(decisions, True)
 
 
-def _values(decisions: pa.Table, suffix: str = "") -> list[dict]:
-    mr, n_mr, x_mr = misapplication_rate(decisions)
-    aar, n_aar, x_aar = appropriate_application_rate(decisions)
+def _values(samples: dict[bool | None, list[Tally]], suffix: str = "") -> list[dict]:
+    mr, n_mr, x_mr = _rate_of(samples.get(False, []))
+    aar, n_aar, x_aar = _rate_of(samples.get(True, []))
     return [
         {"metric": f"MR{suffix}", "value": mr, "n": n_mr, "excluded": x_mr},
         {"metric": f"AAR{suffix}", "value": aar, "n": n_aar, "excluded": x_aar},
@@ -67,66 +86,101 @@ def _values(decisions: pa.Table, suffix: str = "") -> list[dict]:
     ]
 
 
-def _breakdown(decisions: pa.Table, column: str) -> list[dict]:
-    rows = []
-    for value in sorted(set(decisions[column].to_pylist())):
-        part = decisions.filter(pc.equal(decisions[column], value))
-        rows += _values(part, f"[{column}={value}]")
-    return rows
+def _per_label(tallies: pa.Table, by: list[str]) -> dict[tuple, dict[bool | None, list[Tally]]]:
+    """Per value of `by`, per gold label: the tally of every sample (`tallies` summed over the rest)."""
+    out: dict[tuple, dict[bool | None, list[Tally]]] = {}
+    for t in _summed(tallies, [*by, "sample", "g"]).to_pylist():
+        per_label = out.setdefault(tuple(t[k] for k in by), {})
+        per_label.setdefault(t["g"], []).append(tuple(t[count] for count in COUNTS))
+    return out
 
 
-def _groups(table: pa.Table) -> list[tuple[tuple[str, str, str], pa.Table]]:
-    keys = sorted(set(zip(*(table[k].to_pylist() for k in KEYS))))
-    out = []
-    for model, condition, judge in keys:
-        mask = pc.and_(pc.and_(pc.equal(table["model"], model), pc.equal(table["condition"], condition)),
-                       pc.equal(table["judge"], judge))
-        out.append(((model, condition, judge), table.filter(mask)))
+def _breakdown(tallies: pa.Table, column: str) -> dict[tuple, list[dict]]:
+    """Per model×condition×judge: the metric rows of each value of `column`, in sorted order."""
+    per_value = _per_label(tallies, [*KEYS, column])
+    out: dict[tuple, list[dict]] = {}
+    for *key, value in sorted(per_value, key=lambda k: k[-1]):
+        out.setdefault(tuple(key), []).extend(_values(per_value[(*key, value)], f"[{column}={value}]"))
     return out
 
 
 def benchpres_metrics(decisions: pa.Table) -> list[dict]:
     """Overall MR/AAR/AAR−MR and per-domain and per-category breakdowns, per model×condition×judge."""
+    tallies = _sample_tallies(decisions, [*KEYS, "domain", "category"])
+    overall = _per_label(tallies, list(KEYS))
+    breakdowns = [_breakdown(tallies, "domain"), _breakdown(tallies, "category")]
     rows = []
-    for (model, condition, judge), part in _groups(decisions):
-        values = _values(part) + _breakdown(part, "domain") + _breakdown(part, "category")
-        rows += [{"model": model, "condition": condition, "judge": judge, **v} for v in values]
+    for key in sorted(overall):
+        values = _values(overall[key]) + [v for breakdown in breakdowns for v in breakdown.get(key, [])]
+        rows += [dict(zip(KEYS, key)) | v for v in values]
     return rows
 
 
-def _mean_score(part: pa.Table) -> tuple[float, int, int]:
-    scores = [s for s in part["score"].to_pylist() if s is not None]
-    value = float(Fraction(sum(scores), len(scores))) if scores else float("nan")
-    return value, len(scores), part.num_rows - len(scores)
+UNIT = ["instance_id", "sample"]
 
 
-def _by_unit(part: pa.Table) -> dict[tuple[str, int], int | None]:
-    return {(iid, sample): score for iid, sample, score in
-            zip(part["instance_id"].to_pylist(), part["sample"].to_pylist(), part["score"].to_pylist())}
+def _ones(n: int) -> pa.Array:
+    return pa.array(np.ones(n, dtype=np.int64))
 
 
-def paired_delta(scores: pa.Table, base: pa.Table) -> tuple[float, int, int]:
-    """(mean over (instance, sample) of score − baseline score, pairs scored, pairs left out)."""
-    ours, theirs = _by_unit(scores), _by_unit(base)
-    units = set(ours) | set(theirs)
-    diffs = [ours[u] - theirs[u] for u in units if ours.get(u) is not None and theirs.get(u) is not None]
-    value = float(Fraction(sum(diffs), len(diffs))) if diffs else float("nan")
-    return value, len(diffs), len(units) - len(diffs)
+def _mean_scores(scores: pa.Table) -> dict[tuple, tuple[float, int, int]]:
+    """Per model×condition×judge: (mean score, n scored, n left out (null)), exact (fractions)."""
+    counted = pa.table({**{k: scores[k] for k in KEYS}, "score": scores["score"],
+                        "scored": pc.is_valid(scores["score"]).cast(pa.int64()), "rows": _ones(scores.num_rows)})
+    summed = counted.group_by(list(KEYS)).aggregate([("score", "sum"), ("scored", "sum"), ("rows", "sum")])
+    out = {}
+    for r in summed.to_pylist():
+        scored = r["scored_sum"]
+        value = float(Fraction(r["score_sum"], scored)) if scored else float("nan")
+        out[tuple(r[k] for k in KEYS)] = (value, scored, r["rows_sum"] - scored)
+    return out
+
+
+def _last_per_unit(scores: pa.Table) -> pa.Table:
+    """The score of each (model, condition, judge, instance, sample): that of its last row, null or not."""
+    last = scores.group_by([*KEYS, *UNIT], use_threads=False).aggregate(
+        [("score", "last", pc.ScalarAggregateOptions(skip_nulls=False))])
+    return last.rename_columns([*KEYS, *UNIT, "score"])
+
+
+def _count_per(table: pa.Table, keys: list[str]) -> dict[tuple, int]:
+    counted = table.group_by(keys).aggregate([([], "count_all")])
+    return {tuple(r[k] for k in keys): r["count_all"] for r in counted.to_pylist()}
+
+
+def paired_deltas(scores: pa.Table, baseline: str) -> dict[tuple, tuple[float, int, int]]:
+    """Per model×condition×judge other than `baseline`, whose judge also scored `baseline`: (mean over
+    (instance, sample) of score − baseline score, pairs scored, pairs left out). A unit is its last
+    row; a pair is left out when either side has no score (missing or null)."""
+    units = _last_per_unit(scores)
+    is_base = pc.fill_null(pc.equal(units["condition"], baseline), False)
+    base = units.filter(is_base).drop_columns(["condition"]).rename_columns(["model", "judge", *UNIT, "base"])
+    ours = units.filter(pc.invert(is_base))
+    both = ours.join(base, ["model", "judge", *UNIT], join_type="inner")
+    scored = pc.and_(pc.is_valid(both["score"]), pc.is_valid(both["base"]))
+    pairs = pa.table({**{k: both[k] for k in KEYS}, "diff": pc.subtract(both["score"], both["base"]),
+                      "scored": scored.cast(pa.int64()), "matched": _ones(both.num_rows)})
+    summed = {tuple(r[k] for k in KEYS): r for r in pairs.filter(pc.fill_null(scored, False)).group_by(
+        list(KEYS)).aggregate([("diff", "sum"), ("scored", "sum")]).to_pylist()}
+    matched = _count_per(both, list(KEYS))
+    base_units, our_units = _count_per(base, ["model", "judge"]), _count_per(ours, list(KEYS))
+    out = {}
+    for (model, condition, judge), count in our_units.items():
+        if (model, judge) not in base_units:
+            continue
+        pair = summed.get((model, condition, judge))
+        n = pair["scored_sum"] if pair else 0
+        value = float(Fraction(pair["diff_sum"], n)) if n else float("nan")
+        union = count + base_units[(model, judge)] - matched.get((model, condition, judge), 0)
+        out[(model, condition, judge)] = (value, n, union - n)
+    return out
 
 
 def completeness_metrics(scores: pa.Table, baseline: str) -> list[dict[str, Any]]:
     """`completeness` per model×condition×judge and the paired `completeness_delta` against baseline."""
-    groups = dict(_groups(scores))
     rows = []
-    for (model, condition, judge), part in groups.items():
-        value, n, excluded = _mean_score(part)
-        rows.append({"model": model, "condition": condition, "judge": judge, "metric": "completeness",
-                     "value": value, "n": n, "excluded": excluded})
-    for (model, condition, judge), part in groups.items():
-        base = groups.get((model, baseline, judge))
-        if condition == baseline or base is None:
-            continue
-        value, n, excluded = paired_delta(part, base)
-        rows.append({"model": model, "condition": condition, "judge": judge, "metric": "completeness_delta",
-                     "value": value, "n": n, "excluded": excluded})
+    for metric, values in (("completeness", _mean_scores(scores)), ("completeness_delta", paired_deltas(scores, baseline))):
+        rows += [{"model": model, "condition": condition, "judge": judge, "metric": metric,
+                  "value": value, "n": n, "excluded": excluded}
+                 for (model, condition, judge), (value, n, excluded) in sorted(values.items())]
     return rows

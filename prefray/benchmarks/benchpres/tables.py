@@ -14,10 +14,10 @@ null verdict or score. Nothing is dropped: every null is counted in `excluded`, 
 
 from __future__ import annotations
 
-import io
 import json
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -26,7 +26,7 @@ from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.benchmarks.benchpres.scoring import nickname_decisions
 from prefray.engine.benchmark import parsed
 from prefray.engine.memo import per_table
-from prefray.engine.failures import failure_class, failure_classes
+from prefray.engine.failures import failure_classes
 
 JUDGED_STAGES = ("judge", "completeness")
 # The fields of a verdict and of a completeness score that the tables read.
@@ -37,32 +37,56 @@ STAGES = ("generate", *JUDGED_STAGES)
 EMPTY_MESSAGE_SCORE = 1
 
 
-def row_class(r: dict[str, Any]) -> str:
-    role = r.get("role") or ("subject" if r["stage"] == "generate" else "judge")
-    return failure_class(role, r["status"], r.get("cause") or "")
+def row_classes(part: pa.Table) -> pa.Array:
+    """The failure class of every row of `part` (its stage, role, status and cause columns); a row
+    stored without a role is the subject's at the generate stage, a judge's at the others."""
+    role = _column(part, "role")
+    default_role = pc.if_else(pc.equal(part["stage"], "generate"), "subject", "judge")
+    return failure_classes(pa.table({
+        "role": pc.if_else(pc.fill_null(pc.equal(role, ""), True), default_role, role),
+        "status": pc.fill_null(part["status"], ""), "cause": pc.fill_null(_column(part, "cause"), "")}))
 
 
 def _column(rows: pa.Table, name: str) -> pa.ChunkedArray | pa.Array:
     return rows[name] if name in rows.column_names else pa.nulls(rows.num_rows, pa.string())
 
 
-def _positions(rows: pa.Table, stages: tuple[str, ...]) -> pa.Array:
-    """Row numbers of the rows at `stages`, in order."""
-    return pc.indices_nonzero(pc.fill_null(pc.is_in(rows["stage"], pa.array(stages, pa.string())), False))
+def _at(rows: pa.Table, stages: tuple[str, ...]) -> pa.ChunkedArray | pa.Array:
+    """True for the rows at `stages`."""
+    return pc.fill_null(pc.is_in(rows["stage"], pa.array(stages, pa.string())), False)
 
 
-def _records(rows: pa.Table, stages: tuple[str, ...], columns: list[str]) -> tuple[pa.Array, list[dict[str, Any]]]:
-    """(row numbers, rows as dicts with `columns` only) of the rows at `stages`."""
-    positions = _positions(rows, stages)
-    table = pa.table({name: _column(rows, name) for name in columns}).take(positions)
-    return positions, table.to_pylist()
+def _rows_at(rows: pa.Table, stages: tuple[str, ...], columns: list[str]) -> tuple[pa.Array, pa.Table]:
+    """(row numbers, the rows with `columns` only) of the rows at `stages`."""
+    at = _at(rows, stages)
+    return pc.indices_nonzero(at), pa.table({name: _column(rows, name) for name in columns}).filter(at)
+
+
+TALLY_KEYS = ["model", "condition", "judge", "stage", "role", "status", "cause"]
+
+
+@per_table
+def _tallies(rows: pa.Table) -> pa.Table:
+    """The number of rows (`rows`) of each (model, condition, judge, stage, role, status, cause)."""
+    counted = pa.table({name: _column(rows, name) for name in TALLY_KEYS}).group_by(TALLY_KEYS).aggregate(
+        [([], "count_all")])
+    return counted.rename_columns([*TALLY_KEYS, "rows"])
+
+
+def _tallies_at(rows: pa.Table, stages: tuple[str, ...]) -> pa.Table:
+    tallies = _tallies(rows)
+    return tallies.filter(_at(tallies, stages))
+
+
+def _cell_judge_table(rows: pa.Table, stages: tuple[str, ...]) -> pa.Table:
+    """The distinct (model, condition, judge) of the rows at `stages`."""
+    return _tallies_at(rows, stages).group_by(["model", "condition", "judge"]).aggregate([])
 
 
 def _judges(rows: pa.Table, stages: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:
     """The judges that scored each (model, condition) at `stages` ([""] when none did yet)."""
-    part = rows.select(["model", "condition", "judge"]).take(_positions(rows, stages))
+    distinct = _cell_judge_table(rows, stages)
     found: dict[tuple[str, str], set[str]] = {}
-    distinct = part.group_by(["model", "condition", "judge"]).aggregate([])
     for model, condition, judge in zip(*(distinct[k].to_pylist() for k in ("model", "condition", "judge"))):
         found.setdefault((model, condition), set()).add(judge)
     return {key: sorted(judges) for key, judges in found.items()}
@@ -72,30 +96,53 @@ def _cell_judges(judges: dict[tuple[str, str], list[str]], r: dict[str, Any]) ->
     return judges.get((r["model"], r["condition"]), [""])
 
 
-def _base(r: dict[str, Any], judge: str) -> dict[str, Any]:
-    return {"model": r["model"], "condition": r["condition"], "judge": judge,
-            "instance_id": r["instance_id"], "sample": r["sample"]}
+def _per_cell_judge(part: pa.Table, judges: pa.Table) -> tuple[np.ndarray, pa.Array]:
+    """(row of `part`, judge): every row once per judge in `judges` (distinct model, condition,
+    judge) that scored its cell, "" when none did; by row, then judge in sorted order."""
+    keys = pa.table({"model": part["model"], "condition": part["condition"],
+                     "_row": pa.array(np.arange(part.num_rows, dtype=np.int64))})
+    joined = keys.join(judges, ["model", "condition"], join_type="left outer")
+    joined = joined.set_column(joined.schema.get_field_index("judge"), "judge", pc.fill_null(joined["judge"], ""))
+    joined = joined.sort_by([("_row", "ascending"), ("judge", "ascending")])
+    return joined["_row"].to_numpy(), joined["judge"].combine_chunks()
 
 
-def _meta_reader() -> Callable[[str | None], dict[str, Any]]:
-    """json.loads of meta_json, once per distinct text (instances repeat across samples and judges)."""
-    cache: dict[str | None, dict[str, Any]] = {}
+def _distinct(texts: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str | None]]:
+    """(index of every row's text among the distinct texts, the distinct texts; null is one of them)."""
+    array = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    encoded = array.dictionary_encode(null_encoding="encode")
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
 
-    def read(text: str | None) -> dict[str, Any]:
-        if text not in cache:
-            cache[text] = json.loads(text or "{}")
-        return cache[text]
 
-    return read
+class GenerationMetas(NamedTuple):
+    ids: np.ndarray               # per generation row, in row order: its meta among `metas`
+    metas: list[dict[str, Any]]   # each distinct meta_json of the generation rows, parsed (a null as {})
+
+
+@per_table
+def generation_metas(rows: pa.Table) -> GenerationMetas:
+    """The meta of every generation row, each distinct text parsed once."""
+    ids, texts = _distinct(rows["meta_json"].filter(_at(rows, ("generate",))))
+    return GenerationMetas(ids, [json.loads(text or "{}") for text in texts])
+
+
+def generation_meta_values(rows: pa.Table, value: Callable[[dict[str, Any]], Any], type: pa.DataType) -> pa.Array:
+    """`value(meta)` of every generation row, in row order."""
+    found = generation_metas(rows)
+    return pa.array([value(meta) for meta in found.metas], type).take(pa.array(found.ids))
+
+
+def _stored_decision(parsed_json: str | None) -> dict[str, dict[str, Any]] | None:
+    """The nickname decisions stored in a generation row's parsed_json (`read_nicknames`), or None."""
+    value = parsed({"parsed_json": parsed_json})
+    return value["nicknames"] if isinstance(value, dict) and "nicknames" in value else None
 
 
 def stored_nicknames(r: dict[str, Any], preferences: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The nickname decisions stored with an answered generation row (`read_nicknames`); rows
     stored before decisions were recorded get them from the same rule now."""
-    value = parsed(r)
-    if isinstance(value, dict) and "nicknames" in value:
-        return value["nicknames"]
-    return nickname_decisions(preferences, r["text"] or "")
+    stored = _stored_decision(r.get("parsed_json"))
+    return stored if stored is not None else nickname_decisions(preferences, r["text"] or "")
 
 
 STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.dumps of read_nicknames)
@@ -104,27 +151,113 @@ STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.
 def stored_decision_missing(rows: pa.Table) -> pa.Array:
     """True for each generation row whose nickname decision `stored_nicknames` takes from its text:
     a nickname preference in its meta, no stored decision (a superset of the answered ones)."""
-    generated = pc.equal(rows["stage"], "generate")
-    nickname = pc.match_substring(rows["meta_json"], '"nickname"')
-    stored = pc.starts_with(rows["parsed_json"], STORED_DECISION)
-    return pc.fill_null(pc.and_(pc.and_(generated, nickname), pc.invert(pc.fill_null(stored, False))), False)
+    stored = pc.fill_null(pc.starts_with(rows["parsed_json"], STORED_DECISION), False)
+    unstored = pc.indices_nonzero(pc.and_(_at(rows, ("generate",)), pc.invert(stored)))
+    nickname = pc.fill_null(pc.match_substring(rows["meta_json"].take(unstored), '"nickname"'), False)
+    missing = np.zeros(rows.num_rows, dtype=bool)
+    missing[unstored.filter(nickname).to_numpy()] = True
+    return pa.array(missing)
 
 
-def _generation_decisions(r: dict[str, Any], judge: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    kind, out = row_class(r), []
-    nicknames = stored_nicknames(r, meta["preferences"]) if kind == "answered" else {}
-    for index, pref in enumerate(meta["preferences"]):
-        evidence = None
-        if kind == "answered":
-            if pref["category"] != "nickname":
-                continue  # its verdict is a judge row
-            evidence = nicknames[str(index)]["span"]
-            z = evidence is not None
-        else:
-            z = False if kind == "model_failure" else None
-        out.append({**_base(r, judge), "item": str(index), "category": pref["category"],
-                    "domain": meta["domain"], "g": pref["g"], "z": z, "evidence": evidence})
-    return out
+class _Preferences(NamedTuple):
+    """The preferences of every distinct generation meta, flat, in two selections: all of them
+    (what a failed generation is scored on) and the nickname ones (what an answer decides itself)."""
+    table: pa.Table           # item (index as text), category, domain, g; all selections one after the other
+    index: np.ndarray         # each table row's preference index
+    all_start: np.ndarray     # per meta: its first row among all preferences, and how many
+    all_count: np.ndarray
+    nickname_start: np.ndarray  # per meta: its first row among the nickname preferences, and how many
+    nickname_count: np.ndarray
+    lists: list[list[dict[str, Any]]]  # per meta: its preferences as stored
+
+
+def _preferences(metas: list[dict[str, Any]]) -> _Preferences:
+    lists = [meta["preferences"] for meta in metas]
+    every = [(m, i) for m, prefs in enumerate(lists) for i in range(len(prefs))]
+    nicknames = [(m, i) for m, i in every if lists[m][i]["category"] == "nickname"]
+    entries = every + nicknames
+    table = pa.table({
+        "item": pa.array([str(i) for _, i in entries], pa.string()),
+        "category": pa.array([lists[m][i]["category"] for m, i in entries], pa.string()),
+        "domain": pa.array([metas[m]["domain"] for m, _ in entries], pa.string()),
+        "g": pa.array([lists[m][i]["g"] for m, i in entries], pa.bool_()),
+    })
+    all_count = np.array([len(prefs) for prefs in lists], dtype=np.int64)
+    nickname_count = np.bincount(np.array([m for m, _ in nicknames], dtype=np.int64), minlength=len(lists))
+    return _Preferences(table, np.array([i for _, i in entries], dtype=np.int64),
+                        np.cumsum(all_count) - all_count, all_count,
+                        len(every) + np.cumsum(nickname_count) - nickname_count, nickname_count, lists)
+
+
+def _expand(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, entry): owner i repeated count[i] times beside entries start[i], start[i] + 1, …"""
+    owner = np.repeat(np.arange(len(count), dtype=np.int64), count)
+    first = np.cumsum(count) - count
+    return owner, np.repeat(start - first, count) + np.arange(int(count.sum()), dtype=np.int64)
+
+
+def _nickname_spans(part: pa.Table, meta_ids: np.ndarray, prefs: _Preferences, row: np.ndarray,
+                    index: np.ndarray) -> pa.Array:
+    """The matched span (null when the nickname is absent) of each (answered generation `row` of
+    `part`, nickname preference `index`): from the decision stored with the row, each distinct
+    (stored text, preference) looked up once; rows stored without one get it from their text now."""
+    text_ids, texts = _distinct(part["parsed_json"])
+    ids = text_ids[row]
+    stored = {k: _stored_decision(texts[k]) for k in np.unique(ids).tolist()}
+    text_stored = np.zeros(len(texts), dtype=bool)
+    text_stored[[k for k, value in stored.items() if value is not None]] = True
+    has_stored = text_stored[ids]
+    width = int(index.max()) + 1 if len(index) else 1
+    pairs, pair_of = np.unique(ids[has_stored] * width + index[has_stored], return_inverse=True)
+    spans = [stored[k // width][str(k % width)]["span"] for k in pairs.tolist()]
+    recomputed = _recomputed_spans(part, meta_ids, prefs, row[~has_stored], index[~has_stored])
+    where = np.empty(len(row), dtype=np.int64)
+    where[has_stored] = pair_of.reshape(-1)
+    where[~has_stored] = len(spans) + np.arange(len(recomputed), dtype=np.int64)
+    return pa.array(spans + recomputed, pa.string()).take(pa.array(where))
+
+
+def _recomputed_spans(part: pa.Table, meta_ids: np.ndarray, prefs: _Preferences, row: np.ndarray,
+                      index: np.ndarray) -> list[str | None]:
+    """Spans of rows stored before decisions were recorded: the nickname rule over their text, once per row."""
+    rows = np.unique(row)
+    texts = dict(zip(rows.tolist(), part["text"].take(pa.array(rows)).to_pylist()))
+    decided: dict[int, dict[str, dict[str, Any]]] = {}
+    spans = []
+    for r, i in zip(row.tolist(), index.tolist()):
+        if r not in decided:
+            decided[r] = nickname_decisions(prefs.lists[meta_ids[r]], texts[r] or "")
+        spans.append(decided[r][str(i)]["span"])
+    return spans
+
+
+def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
+    """Decisions from the generation rows, per judge of the cell: an answer's nickname preferences
+    (the exact match, its span as evidence), every preference of a failed generation (z=0 for a
+    model failure, null for no answer); `_position` is the row each came from."""
+    positions, part = _rows_at(rows, ("generate",), GENERATION_COLUMNS)
+    meta_ids, metas = generation_metas(rows)
+    prefs = _preferences(metas)
+    row, judge = _per_cell_judge(part, judges)
+    kind = row_classes(part).to_numpy(zero_copy_only=False)
+    answered, model_failure = kind == "answered", kind == "model_failure"
+    row_meta, row_answered = meta_ids[row], answered[row]
+    start = np.where(row_answered, prefs.nickname_start[row_meta], prefs.all_start[row_meta])
+    count = np.where(row_answered, prefs.nickname_count[row_meta], prefs.all_count[row_meta])
+    owner, entry = _expand(start, count)
+    source, decided = row[owner], row_answered[owner]
+    spans = _nickname_spans(part, meta_ids, prefs, source[decided], prefs.index[entry[decided]])
+    evidence = pa.nulls(len(owner), pa.string()) if not decided.any() else spans.take(
+        pa.array(np.cumsum(decided) - 1, mask=~decided))
+    z = pc.if_else(pa.array(decided), pc.is_valid(evidence),
+                   pc.if_else(pa.array(model_failure[source]), False, pa.scalar(None, pa.bool_())))
+    taken, pref = part.take(pa.array(source)), prefs.table.take(pa.array(entry))
+    return pa.table({
+        "model": taken["model"], "condition": taken["condition"], "judge": judge.take(pa.array(owner)),
+        "instance_id": taken["instance_id"], "sample": taken["sample"], "item": pref["item"],
+        "category": pref["category"], "domain": pref["domain"], "g": pref["g"], "z": z, "evidence": evidence,
+        "_position": positions.take(pa.array(source)).cast(pa.int64()),
+    })
 
 
 def _meta_columns(meta_json: pa.ChunkedArray, fields: tuple[str, ...]) -> dict[str, pa.Array]:
@@ -141,21 +274,27 @@ def _ok_fields(rows: pa.Table, fields: pa.Schema) -> dict[str, pa.Array]:
     parsed_json). The answers are parsed by Arrow's JSON reader; if it cannot read them (an answer
     that is no object with fields of these types), by json.loads, row by row."""
     answered = pc.fill_null(pc.and_(pc.equal(rows["status"], "ok"), pc.not_equal(rows["parsed_json"], "")), False)
-    texts = rows["parsed_json"].filter(answered).to_pylist()
+    texts = rows["parsed_json"].filter(answered)
     try:
         parsed = _read_json_lines(texts, fields)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
-        values = [json.loads(text) for text in texts]
+        values = [json.loads(text) for text in texts.to_pylist()]
         parsed = pa.table({f.name: pa.array([v.get(f.name) if v else None for v in values], f.type) for f in fields})
     where = pc.if_else(answered, pc.subtract(pc.cumulative_sum(answered.cast(pa.int64())), 1), pa.scalar(None, pa.int64()))
     return {f.name: pc.take(parsed[f.name], where) for f in fields}
 
 
-def _read_json_lines(texts: list[str], fields: pa.Schema) -> pa.Table:
-    if not texts:
+def _read_json_lines(texts: pa.ChunkedArray, fields: pa.Schema) -> pa.Table:
+    """Arrow's JSON reader over the texts, each on its own line."""
+    if not len(texts):
         return fields.empty_table()
+    newline = pa.scalar("\n", pa.large_string())
+    lines = pc.binary_join_element_wise(texts.cast(pa.large_string()), pa.scalar("", pa.large_string()), newline)
+    lines = lines.combine_chunks()
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    data = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
     options = pajson.ParseOptions(explicit_schema=fields, unexpected_field_behavior="ignore")
-    parsed = pajson.read_json(io.BytesIO("\n".join(texts).encode()), parse_options=options)
+    parsed = pajson.read_json(pa.BufferReader(data), parse_options=options)
     if parsed.num_rows != len(texts):
         raise ValueError("an answer spans several lines")
     return parsed
@@ -169,9 +308,8 @@ def _in_row_order(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _judge_decisions(rows: pa.Table) -> pa.Table:
-    positions = _positions(rows, ("judge",))
-    part = rows.select(["model", "condition", "judge", "instance_id", "sample", "item", "meta_json", "status",
-                        "parsed_json"]).take(positions)
+    positions, part = _rows_at(rows, ("judge",), ["model", "condition", "judge", "instance_id", "sample", "item",
+                                                  "meta_json", "status", "parsed_json"])
     meta = _meta_columns(part["meta_json"], ("category", "domain", "g"))
     verdicts = _ok_fields(part, VERDICT_FIELDS)
     return pa.table({
@@ -185,42 +323,44 @@ def _judge_decisions(rows: pa.Table) -> pa.Table:
 
 # the generation columns a failure needs, then those an answered row's decisions need
 FAILURE_COLUMNS = ["model", "condition", "instance_id", "sample", "stage", "role", "status", "cause"]
-GENERATION_COLUMNS = [*FAILURE_COLUMNS, "meta_json", "text", "parsed_json"]
+GENERATION_COLUMNS = [*FAILURE_COLUMNS, "text", "parsed_json"]
 
 
 @per_table
 def decisions(rows: pa.Table) -> pa.Table:
     """One decision per (response, preference): judge verdicts plus nickname exact matches, in the
     order of the stored rows."""
-    judges = _judges(rows, ("judge",))
-    positions, generated = _records(rows, ("generate",), GENERATION_COLUMNS)
-    read_meta, out = _meta_reader(), []
-    for position, r in zip(positions.to_pylist(), generated):
-        for judge in _cell_judges(judges, r):
-            out += [{**d, "_position": position} for d in _generation_decisions(r, judge, read_meta(r["meta_json"]))]
-    schema = pa.schema([*DECISION_SCHEMA, pa.field("_position", pa.int64())])
-    return _in_row_order([_judge_decisions(rows), pa.Table.from_pylist(out, schema=schema)], DECISION_SCHEMA)
+    generated = _generation_decisions(rows, _cell_judge_table(rows, ("judge",)))
+    return _in_row_order([_judge_decisions(rows), generated], DECISION_SCHEMA)
 
 
 @per_table
 def completeness_scores(rows: pa.Table) -> pa.Table:
     """One score per response (null when unreadable, failed, or the response never came), in the
     order of the stored rows."""
-    judges = _judges(rows, ("completeness",))
-    positions = _positions(rows, ("completeness",))
-    part = rows.select(["model", "condition", "judge", "instance_id", "sample", "status", "parsed_json"]).take(positions)
+    positions, part = _rows_at(rows, ("completeness",), ["model", "condition", "judge", "instance_id", "sample",
+                                                         "status", "parsed_json"])
     scored = pa.table({"model": part["model"], "condition": part["condition"], "judge": part["judge"],
                        "instance_id": part["instance_id"], "sample": part["sample"],
                        "score": _ok_fields(part, SCORE_FIELDS)["score"],
                        "_position": positions.cast(pa.int64())})
-    failed_positions, failed = _records(rows, ("generate",), FAILURE_COLUMNS)
-    out = []
-    for position, r in zip(failed_positions.to_pylist(), failed):
-        if r["status"] != "ok":
-            score = EMPTY_MESSAGE_SCORE if row_class(r) == "model_failure" else None
-            out += [{**_base(r, judge), "score": score, "_position": position} for judge in _cell_judges(judges, r)]
-    schema = pa.schema([*SCORE_SCHEMA, pa.field("_position", pa.int64())])
-    return _in_row_order([scored, pa.Table.from_pylist(out, schema=schema)], SCORE_SCHEMA)
+    failed = _failed_generation_scores(rows, _cell_judge_table(rows, ("completeness",)))
+    return _in_row_order([scored, failed], SCORE_SCHEMA)
+
+
+def _failed_generation_scores(rows: pa.Table, judges: pa.Table) -> pa.Table:
+    """A score per failed generation and judge of its cell: EMPTY_MESSAGE_SCORE for a model
+    failure, null otherwise; `_position` is the generation row."""
+    positions, part = _rows_at(rows, ("generate",), FAILURE_COLUMNS)
+    failed = pc.indices_nonzero(pc.invert(pc.fill_null(pc.equal(part["status"], "ok"), False)))
+    positions, part = positions.take(failed), part.take(failed)
+    row, judge = _per_cell_judge(part, judges)
+    score = pc.if_else(pc.equal(row_classes(part), "model_failure"), pa.scalar(EMPTY_MESSAGE_SCORE, pa.int64()),
+                       pa.scalar(None, pa.int64()))
+    taken = part.take(pa.array(row))
+    return pa.table({"model": taken["model"], "condition": taken["condition"], "judge": judge,
+                     "instance_id": taken["instance_id"], "sample": taken["sample"],
+                     "score": score.take(pa.array(row)), "_position": positions.take(pa.array(row)).cast(pa.int64())})
 
 
 def failure_counts(rows: pa.Table) -> list[dict[str, Any]]:
@@ -228,24 +368,18 @@ def failure_counts(rows: pa.Table) -> list[dict[str, Any]]:
     `failures_no_answer` (generation + this judge's units; excluded), `failures_model` (generations;
     scored), `failures_judge` (this judge's units; excluded), with a `[stage=…]` breakdown."""
     judges = _judges(rows, JUDGED_STAGES)
-    part = pa.table({name: _column(rows, name) for name in ("model", "condition", "judge", "stage", "role", "status",
-                                                            "cause")}).take(_positions(rows, STAGES))
-    role = part["role"]
-    default_role = pc.if_else(pc.equal(part["stage"], "generate"), "subject", "judge")
-    classes = failure_classes(pa.table({
-        "role": pc.if_else(pc.fill_null(pc.equal(role, ""), True), default_role, role),
-        "status": part["status"], "cause": part["cause"]}))
+    part = _tallies_at(rows, STAGES)
     keys = ["model", "condition", "judge", "stage"]
-    tallied = part.select(keys).append_column("class", classes).group_by([*keys, "class"]).aggregate(
-        [("class", "count")])
+    tallied = part.select([*keys, "rows"]).append_column("class", row_classes(part)).group_by(
+        [*keys, "class"]).aggregate([("rows", "sum")])
     counts: dict[tuple[str, str, str], dict[str, dict[str, int]]] = {}
     for r in tallied.to_pylist():
         for judge in (_cell_judges(judges, r) if r["stage"] == "generate" else [r["judge"]]):
             per_stage = counts.setdefault((r["model"], r["condition"], judge), {})
             tally = per_stage.setdefault(r["stage"], {"units": 0, "no_answer": 0, "model_failure": 0,
                                                       "judge_failure": 0, "answered": 0})
-            tally["units"] += r["class_count"]
-            tally[r["class"]] += r["class_count"]
+            tally["units"] += r["rows_sum"]
+            tally[r["class"]] += r["rows_sum"]
     out = []
     for (model, condition, judge), per_stage in sorted(counts.items()):
         key = {"model": model, "condition": condition, "judge": judge}
@@ -269,17 +403,19 @@ def _class_rows(key: dict[str, str], per_stage: dict[str, dict[str, int]], metri
 
 def unmapped_contexts(rows: pa.Table) -> list[dict[str, Any]]:
     """Per model × condition × judge: distinct contexts whose domain came from no table (domain
-    "other"); n = distinct contexts generated for. Runs stored before contexts were recorded count 0."""
-    _, records = _records(rows, ("generate",), ["model", "condition", "instance_id", "meta_json"])
-    judges = _judges(rows, STAGES)
-    read_meta, seen = _meta_reader(), {}
-    for r in records:
-        meta = read_meta(r["meta_json"])
-        context = meta.get("context") or r["instance_id"]
-        seen.setdefault((r["model"], r["condition"]), {})[context] = not meta.get("context_known", True)
-    out = []
-    for (model, condition), contexts in sorted(seen.items()):
-        for judge in judges.get((model, condition), [""]):
-            out.append({"model": model, "condition": condition, "judge": judge, "metric": "unmapped_contexts",
-                        "value": float(sum(contexts.values())), "n": len(contexts), "excluded": 0})
+    "other"); n = distinct contexts generated for. Runs stored before contexts were recorded count 0.
+    A context seen in several rows takes the flag of the last."""
+    _, part = _rows_at(rows, ("generate",), ["model", "condition", "instance_id"])
+    context = pc.coalesce(generation_meta_values(rows, lambda m: m.get("context") or None, pa.string()),
+                          part["instance_id"])
+    unmapped = generation_meta_values(rows, lambda m: not m.get("context_known", True), pa.bool_())
+    flags = pa.table({"model": part["model"], "condition": part["condition"], "context": context,
+                      "unmapped": unmapped.cast(pa.int64())})
+    last = flags.group_by(["model", "condition", "context"], use_threads=False).aggregate([("unmapped", "last")])
+    cells = last.group_by(["model", "condition"]).aggregate([("unmapped_last", "sum"), ("unmapped_last", "count")])
+    judges, out = _judges(rows, STAGES), []
+    for r in cells.sort_by([("model", "ascending"), ("condition", "ascending")]).to_pylist():
+        for judge in _cell_judges(judges, r):
+            out.append({"model": r["model"], "condition": r["condition"], "judge": judge, "metric": "unmapped_contexts",
+                        "value": float(r["unmapped_last_sum"]), "n": r["unmapped_last_count"], "excluded": 0})
     return out

@@ -9,23 +9,24 @@ whole profiles: all contexts, samples and preferences of one user move together.
 
 from __future__ import annotations
 
-import json
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from prefray.benchmarks.benchpres.tables import generation_meta_values
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
 
 def profiles_by_instance(rows: pa.Table) -> dict[str, str]:
-    """instance id → the profile it belongs to (from the generation rows' meta; else the instance)."""
-    generated = rows.filter(pc.fill_null(pc.equal(rows["stage"], "generate"), False)).select(["instance_id", "meta_json"])
-    profiles: dict[str | None, str | None] = {}
-    out = {}
-    for instance, meta in zip(generated["instance_id"].to_pylist(), generated["meta_json"].to_pylist()):
-        if meta not in profiles:
-            profiles[meta] = json.loads(meta or "{}").get("profile")
-        out[instance] = profiles[meta] or instance
-    return out
+    """instance id → the profile it belongs to (from the generation rows' meta, the last row of the
+    instance deciding; else the instance), in the order the instances first appear."""
+    instance = rows["instance_id"].filter(pc.fill_null(pc.equal(rows["stage"], "generate"), False))
+    profile = generation_meta_values(rows, lambda meta: meta.get("profile") or None, pa.string())
+    named = pa.table({"instance_id": instance, "profile": pc.coalesce(profile, instance),
+                      "row": pa.array(np.arange(len(instance), dtype=np.int64))})
+    last = named.group_by("instance_id", use_threads=False).aggregate(
+        [("profile", "last", pc.ScalarAggregateOptions(skip_nulls=False)), ("row", "min")]).sort_by("row_min")
+    return dict(zip(last["instance_id"].to_pylist(), last["profile_last"].to_pylist()))
 
 
 def _units(table: pa.Table, metric: pa.Array | str, value: pa.Array, profiles: dict[str, str]) -> pa.Table:
@@ -34,8 +35,8 @@ def _units(table: pa.Table, metric: pa.Array | str, value: pa.Array, profiles: d
     found = pc.index_in(table["instance_id"], value_set=instances)
     cluster = pc.coalesce(pc.take(pa.array(list(profiles.values()), pa.string()), found), table["instance_id"])
     if isinstance(metric, str):
-        metric = pa.array([metric] * table.num_rows, pa.string())
-    return pa.table({"benchmark": pa.array(["benchpres"] * table.num_rows, pa.string()), "model": table["model"],
+        metric = pa.repeat(pa.scalar(metric, pa.string()), table.num_rows)
+    return pa.table({"benchmark": pa.repeat(pa.scalar("benchpres", pa.string()), table.num_rows), "model": table["model"],
                      "condition": table["condition"], "judge": table["judge"], "metric": metric,
                      "cluster": cluster, "value": value}).cast(UNIT_SCORE_SCHEMA)
 
