@@ -148,9 +148,11 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
     return written
 
 
-def aggregate_once(run_dir: Path, names: list[str]) -> tuple[float, float, float, float]:
+def aggregate_once(run_dir: Path, names: list[str], fresh: bool = True) -> tuple[float, float, float, float]:
     """(wall seconds, of which metrics and of which plots, peak RSS in GB) of aggregating `run_dir`
-    in a fresh subprocess."""
+    in a fresh subprocess; `fresh` deletes the figures first (else unchanged ones are not redrawn)."""
+    if fresh:
+        shutil.rmtree(run_dir / "plots", ignore_errors=True)
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names)], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -186,8 +188,10 @@ def main() -> None:
         runs = [aggregate_once(run_dir, list(templates)) for _ in range(args.repeats)]
         wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
         results[size] = (wall, rss, metrics)
+        again = aggregate_once(run_dir, list(templates), fresh=False)
         print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s (metrics {metrics:.1f} s, plots {plots:.1f} s)  "
-              f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)})")
+              f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)}); "
+              f"again with the figures drawn: {again[0]:.1f} s (plots {again[2]:.1f} s)", flush=True)
     if len(results) > 1:
         (small, (w0, r0, m0)), (large, (w1, r1, m1)) = min(results.items()), max(results.items())
         print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), peak RSS {r1 / r0:.2f}x")

@@ -3,7 +3,7 @@
 A fake server plays the provider of a real model config (default gpt-4o: its rpm, tpm and
 max_concurrency as shipped) with a fixed answer latency, enforcing the config's RPM as a strict
 sliding 60 s window (a 429 for any request beyond it). prefray runs BenchPreS generation plus an
-unlimited judge; the server records when it admitted the model's first and last request.
+unlimited judge that answers at once; the server records when it admitted the model's first and last request.
 
   bound  = max((requests − 1) ÷ (rpm/60), input tokens ÷ (tpm/60))   seconds the limits allow
   ratio  = admitted span ÷ bound                                      (target ≤ 1.05)
@@ -36,8 +36,9 @@ def model_config(name: str) -> dict:
 def one_latency(config: dict, latency: float, limit: int, samples: int) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     rpm, model_id = config["rpm"], config["model_id"]
+    # the latency is the evaluated model's; the judge answers at once (it is not what is measured)
     with fake_server("--rpm", str(rpm), "--strict-window", "60", "--limit-models", model_id,
-                     "--latency", str(latency)) as port:
+                     "--model-latency", f"{model_id}={latency}") as port:
         url = f"http://127.0.0.1:{port}/v1"
         key_env = config.get("api_key_env") or "PREFRAY_BENCH_KEY"
         launch(f"model={config['name']}", "judge=fake", "benchmark=benchpres", "condition=default",
