@@ -34,6 +34,34 @@ def test_gate_stops_after_consecutive_refusals_and_opens_on_an_answer():
     asyncio.run(scenario())
 
 
+def test_a_probe_still_running_after_the_patience_opens_the_lane_unless_a_refusal_came():
+    async def scenario():
+        gate = LaneGate(probe_calls=2, hopeless_after=3)
+        assert await gate.enter(patience=0.05) and await gate.enter(patience=0.05)
+        waiting = asyncio.ensure_future(gate.enter(patience=0.05))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()                         # both probes in flight, no answer yet
+        await asyncio.sleep(0.1)
+        assert gate.open and await waiting is False       # accepted: the lane runs at full concurrency
+
+        refused = LaneGate(probe_calls=2, hopeless_after=3)
+        assert await refused.enter(patience=0.05) and await refused.enter(patience=0.05)
+        await refused.leave(True, "auth")                 # a refusal before the patience is over
+        await asyncio.sleep(0.1)
+        assert not refused.open                           # the other probe's answer decides, as without patience
+        await refused.leave(True, "auth")
+        assert await refused.enter(patience=0.05)
+        await refused.leave(True, "auth")
+        assert refused.stopped == "auth"
+
+        patient = LaneGate(probe_calls=1, hopeless_after=3)
+        assert await patient.enter()                      # no patience (a run with a budget): only an answer opens
+        await asyncio.sleep(0.1)
+        assert not patient.open
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("status,cause", [(401, "auth"), (404, "model_not_found")])
 def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, cause):
     server = make_fake_server("--reject", f"fake-model={status}")

@@ -17,7 +17,7 @@ import ray
 
 from prefray.engine.money.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.flow.journal import AnswerJournal
-from prefray.engine.calls.lanegate import LaneGate, refined_cause
+from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
 from prefray.engine.money.paid import SENT, PaidLog
 from prefray.engine.calls.providers import ProviderError, build_provider
@@ -52,7 +52,7 @@ class _Lane:
         """One unit through the lane's gate (fail fast on a hopeless lane); `tag` (job and stage)
         is the queue it waits in for its fair turn on the lane."""
         started = time.time()
-        probe = await self.gate.enter()
+        probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
         if self.gate.stopped:
             return _lane_stopped(self.gate, started)
         result = None

@@ -5,6 +5,12 @@ most PROBE_CALLS of its calls are in flight; the rest wait. After HOPELESS_AFTER
 row the lane stops sending: every later call is stored as skipped with that cause, so a wrong key
 costs a handful of requests instead of the whole sweep. Any other answer lets the lane run at full
 concurrency and resets the count.
+
+Waiting for a first answer costs one answer latency per lane (8 s of a slow model's lane). A provider
+refuses a wrong key or model id before it generates, within a fraction of a second; so when the run
+has no budget, a probe still unanswered after `patience` seconds has been accepted and opens the lane
+(refusals in a row still stop it). With a budget the lane waits for the answer: its reported usage
+calibrates the budget's reservations before many calls are sent (engine/money/budget.py).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from prefray.engine.calls.providers import ProviderError
 
 PROBE_CALLS = 2
 HOPELESS_AFTER = 3
+PROBE_PATIENCE_S = 2.0
 HOPELESS_CAUSES = frozenset({"auth", "model_not_found"})
 
 
@@ -32,17 +39,33 @@ class LaneGate:
         self.open = False            # one answer that was not a hopeless refusal has arrived
         self.probing = 0
         self.refusals = 0            # hopeless refusals in a row
+        self.refused = 0             # hopeless refusals in all
         self.stopped_cause = ""      # set once the lane stops sending
         self.changed = asyncio.Condition()
+        self.opening: asyncio.Future | None = None
 
-    async def enter(self) -> bool:
-        """Wait until this call may go; return True if it goes as a probe (call `leave` after)."""
+    async def enter(self, patience: float | None = None) -> bool:
+        """Wait until this call may go; return True if it goes as a probe (call `leave` after). A
+        probe still unanswered after `patience` seconds opens the lane (None: only an answer does)."""
         async with self.changed:
             await self.changed.wait_for(lambda: self.open or self.stopped_cause or self.probing < self.probe_calls)
             if self.open or self.stopped_cause:
                 return False
             self.probing += 1
+            if patience is not None:
+                asyncio.get_running_loop().call_later(patience, self._patience_over, self.refused)
             return True
+
+    def _patience_over(self, refused_before: int) -> None:
+        """A probe sent `patience` ago: no refusal since means it is still running or was answered."""
+        if self.refused == refused_before and not self.open and not self.stopped_cause:
+            self.opening = asyncio.ensure_future(self._open(refused_before))
+
+    async def _open(self, refused_before: int) -> None:
+        async with self.changed:
+            if self.refused == refused_before and not self.stopped_cause:
+                self.open = True
+                self.changed.notify_all()
 
     async def leave(self, probe: bool, cause: str, counted: bool = True) -> None:
         """Record how a call ended (cause "" = answered; `counted` False: it never finished)."""
@@ -53,6 +76,7 @@ class LaneGate:
                 pass
             elif cause in HOPELESS_CAUSES:
                 self.refusals += 1
+                self.refused += 1
                 if self.refusals >= self.hopeless_after:
                     self.stopped_cause = cause
             else:
