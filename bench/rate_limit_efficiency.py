@@ -15,7 +15,7 @@ lane, not per call.
 
 Printed per latency (default 0.5, 2 and 8 s): the median of `--repeats` runs, with the most 429s
 any run got from the server (target 0). The default 117 instances × 9 samples (1,053 generation
-calls, 126 s of gpt-4o's RPM) let the one-latency probe amortise as it does in a sweep;
+calls, 126 s of gpt-4o's RPM) let the lane's first wait amortise as it does in a sweep;
 `--limit 40 --samples 3` shows it on a short run.
 Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 117] [--samples 9] [--repeats 3]
 """
