@@ -70,6 +70,10 @@ def start_ray() -> None:
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray starts its workers at niceness 15, below the driver. A gateway is a worker, and it does the
+    # HTTP work every call waits on; at the driver's priority it is not starved when the node is busy.
+    # (A cluster started with `ray start` takes the variable from that command's environment.)
+    os.environ.setdefault("RAY_worker_niceness", "0")
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
         ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
