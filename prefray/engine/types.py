@@ -50,8 +50,13 @@ class ModelSpec:
 
     @property
     def endpoint_key(self) -> str:
-        """Identity of the gateway that owns this model's calls: endpoint and key."""
+        """Identity of the endpoint and key this model is called through (its rate limits' owner)."""
         return f"{self.provider}|{self.base_url or 'default'}|{self.api_key_env or ''}"
+
+    @property
+    def gateway_key(self) -> str:
+        """Identity of the gateway that owns this model's calls: endpoint, key and model id."""
+        return f"{self.endpoint_key}|{self.model_id}"
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> "ModelSpec":

@@ -47,10 +47,10 @@ class Gateways:
         return served_spec(spec, await self.ready[address])
 
     async def for_model(self, spec: ModelSpec) -> Any:
-        handle = self.handles.get(spec.endpoint_key)
+        handle = self.handles.get(spec.gateway_key)
         if handle is None:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
-            handle = self.handles[spec.endpoint_key] = get_gateway(spec, api_key)
+            handle = self.handles[spec.gateway_key] = get_gateway(spec, api_key)
         return handle
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:

@@ -1,6 +1,7 @@
-"""Gateways: one Ray actor per provider endpoint and API key, shared by every job of a sweep.
+"""Gateways: one Ray actor per model id on a provider endpoint and API key, shared by every job of a sweep.
 
-A gateway owns the rate limits, the concurrency cap and the retries for its endpoint. It takes a
+A gateway owns the concurrency cap and the retries of its model's lane, and paces it by the
+endpoint's rate limits (a limiter actor per endpoint and key, shared by its models' gateways). It takes a
 whole shard per call (an actor call costs ~0.5 ms, an HTTP call far more) and answers every
 request with a CallResult: a failed call is a row with a cause, never an exception. Each batch
 carries its job and stage tag; a lane serves the tags' waiting calls in turns (limits.FairTurns).
@@ -189,7 +190,8 @@ class Gateway:
 def gateway_name(spec: ModelSpec) -> str:
     """Readable, unique to this driver: a killed run's dying actor is never picked up again."""
     job = ray.get_runtime_context().get_job_id()
-    return f"gateway-{hashlib.sha1(spec.endpoint_key.encode()).hexdigest()[:12]}-{job}"
+    endpoint, model = (hashlib.sha1(key.encode()).hexdigest() for key in (spec.endpoint_key, spec.model_id))
+    return f"gateway-{endpoint[:12]}-{model[:8]}-{job}"
 
 
 def on_this_node() -> dict[str, Any]:
@@ -206,7 +208,10 @@ TASK_RETRIES = 10
 
 
 def get_gateway(spec: ModelSpec, api_key: str) -> Any:
-    """The shared gateway for this model's endpoint and key, created on first use."""
+    """The gateway of this model on its endpoint and key, created on first use. One process per
+    model id: models that share an endpoint (several served by one provider, or the evaluated model
+    and its judge) are called from processes of their own, on as many cores; their RPM/TPM stay
+    shared through the endpoint's limiter actor."""
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
                            max_restarts=-1, max_task_retries=TASK_RETRIES,
