@@ -76,6 +76,9 @@ class ChatRequest:
     params: dict[str, Any] = field(default_factory=dict)
     json_schema: dict[str, Any] | None = None
     seed: int | None = None
+    # hashes computed so far, by (kind, model id): a call's request is hashed for its row, the
+    # request store, the paid record and the journal (not an init field: `replace` starts afresh)
+    _hashes: dict[tuple[str, str], str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def _payload(self, model_id: str) -> dict[str, Any]:
         return {"model": model_id, "messages": list(self.messages), "system": self.system,
@@ -83,13 +86,19 @@ class ChatRequest:
 
     def content_hash(self, model_id: str) -> str:
         """Stable hash of everything that determines the answer (the seed included)."""
-        blob = json.dumps({**self._payload(model_id), "seed": self.seed}, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        found = self._hashes.get(("content", model_id))
+        if found is None:
+            blob = json.dumps({**self._payload(model_id), "seed": self.seed}, sort_keys=True, ensure_ascii=False)
+            found = self._hashes[("content", model_id)] = hashlib.sha256(blob.encode()).hexdigest()
+        return found
 
     def prompt_hash(self, model_id: str) -> str:
         """Stable hash of what was sent except the seed: the key of the run's request store."""
-        blob = json.dumps(self._payload(model_id), sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        found = self._hashes.get(("prompt", model_id))
+        if found is None:
+            blob = json.dumps(self._payload(model_id), sort_keys=True, ensure_ascii=False)
+            found = self._hashes[("prompt", model_id)] = hashlib.sha256(blob.encode()).hexdigest()
+        return found
 
     def estimated_input_tokens(self) -> int:
         """Rough count (4 characters a token, plus a few per message) for limits and budgets."""

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 from prefray.engine.money.budget import call_cost, max_output_tokens
 from prefray.engine.calls.gateway import get_gateway
@@ -26,7 +26,8 @@ class Dispatcher(Protocol):
 
 @dataclass
 class Gateways:
-    """One gateway actor per endpoint and key (created on first use), plus locally served endpoints."""
+    """One gateway actor per model id on an endpoint and key (created on first use, or up front by
+    `start`), plus locally served endpoints."""
 
     budget: Any = None
     run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/money/paid.py)
@@ -47,11 +48,21 @@ class Gateways:
         return served_spec(spec, await self.ready[address])
 
     async def for_model(self, spec: ModelSpec) -> Any:
+        return self._gateway(spec)
+
+    def _gateway(self, spec: ModelSpec) -> Any:
         handle = self.handles.get(spec.gateway_key)
         if handle is None:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
             handle = self.handles[spec.gateway_key] = get_gateway(spec, api_key)
         return handle
+
+    def start(self, specs: Iterable[ModelSpec]) -> None:
+        """Create the gateways of these models now (interactive tier, not locally served), so a
+        later stage's first calls (a judge's) do not wait for its actor's process to start."""
+        for spec in specs:
+            if spec.tier == "interactive" and not spec.serve:
+                self._gateway(spec)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to

@@ -150,6 +150,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
                                    **(run_settings or {}))
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
+            gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
             feed = progress.add_calls if show else None
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed))
