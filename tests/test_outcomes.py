@@ -147,7 +147,8 @@ def test_every_row_links_to_the_request_that_was_sent(run_cli, fake_server, tmp_
 
 # -- stages stream --------------------------------------------------------------------------------
 def test_judging_starts_before_the_last_answer_of_its_job(run_cli, make_fake_server, tmp_path):
-    server = make_fake_server("--latency", "0.3")
+    # generation lasts ~6 s: longer than the judge's gateway process takes to start beside it
+    server = make_fake_server("--latency", "1.0")
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
             "run.shard_size=2", "model.max_concurrency=2", *server.model_overrides(), f"run.dir={run}")
