@@ -474,6 +474,11 @@ class ShardSender:
     async def _run(self, shard: list[Pending]) -> None:
         try:
             await self.runner.run_shard(self.stage, self.spec, self.judge, shard)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:   # kept, and raised by the next flush or by drain: a run interrupted
+            self.error = self.error or exc   # before those would leave it unretrieved (a stray traceback)
+            return
         except BaseException as exc:
             self.error = self.error or exc
             raise
@@ -491,6 +496,8 @@ class ShardSender:
         await self.flush()
         while self.running:
             await asyncio.gather(*list(self.running))
+        if self.error is not None:
+            raise self.error
 
 
 def _try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:
