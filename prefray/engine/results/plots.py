@@ -415,12 +415,17 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
 DRAWN = ".drawn.json"
 
 
+def _path(figure: Figure) -> Path:
+    """Where a figure is written, without suffix (a bar figure's third argument, a scatter's fourth)."""
+    return figure[1][2] if figure[0] is draw else figure[1][3]
+
+
 def _stem(figure: Figure) -> str:
-    return figure[1][2].name if figure[0] is draw else figure[1][3].name
+    return _path(figure).name
 
 
 def figure_files(figure: Figure) -> list[Path]:
-    path = figure[1][2] if figure[0] is draw else figure[1][3]
+    path = _path(figure)
     return [path.with_name(f"{path.name}.{fmt}") for fmt in FORMATS]
 
 
