@@ -9,7 +9,11 @@ prompt, params, JSON schema, seed, model id) through AsyncOpenAI with the aiohtt
 concurrency prefray's two lanes have together (the model's and the judge's max_concurrency).
 Median of `--repeats` pairs; the default 28 samples make ~20k requests a run.
 
-Usage: python bench/harness_ceiling.py [--samples 28] [--concurrency 64] [--repeats 3]
+The judge's lane sends ~5/6 of the requests, ~400 a second here: more than one process's core (the
+SDK alone spends ~2 ms of CPU a call), so it runs on `judge.gateway_processes` = 2, as a lane of a
+real provider above 6,000 rpm does on its own (engine/calls/gateway.py: lane_processes).
+
+Usage: python bench/harness_ceiling.py [--samples 28] [--concurrency 64] [--judge-processes 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -68,12 +72,13 @@ def sent_bodies(run_dir: Path) -> list[dict]:
     return bodies
 
 
-def prefray_rate(url: str, samples: int, concurrency: int) -> tuple[float, Path]:
+def prefray_rate(url: str, samples: int, concurrency: int, judge_processes: int = 1) -> tuple[float, Path]:
     """(requests/s over the sweep's calls, its run dir) of one BenchPreS sweep."""
     run_dir = Path(tempfile.mkdtemp()) / "run"
     launch("benchmark=benchpres", "model=fake", "judge=fake", f"model.base_url={url}", f"judge.base_url={url}",
            f"benchmark.samples={samples}", f"model.max_concurrency={concurrency}",
-           f"judge.max_concurrency={concurrency}", f"run.dir={run_dir}", "run.cache=false", "run.progress=false")
+           f"judge.max_concurrency={concurrency}", f"judge.gateway_processes={judge_processes}",
+           f"run.dir={run_dir}", "run.cache=false", "run.progress=false")
     stored = [r for r in rows(run_dir) if r["status"] == "ok"]
     span = max(r["finished_at"] for r in stored) - min(r["started_at"] for r in stored)
     return len(stored) / span, run_dir
@@ -83,13 +88,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=28)
     parser.add_argument("--concurrency", type=int, default=64, help="max_concurrency of the model and of the judge")
+    parser.add_argument("--judge-processes", type=int, default=2, help="gateway processes of the judge's lane")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     ratios = []
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
         for run in range(args.repeats):
-            harness, run_dir = prefray_rate(url, args.samples, args.concurrency)
+            harness, run_dir = prefray_rate(url, args.samples, args.concurrency, args.judge_processes)
             bodies = sent_bodies(run_dir)
             requests = len(bodies)
             baseline = asyncio.run(plain_loop(url, bodies, 2 * args.concurrency))

@@ -137,6 +137,44 @@ def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server,
     assert len(stamps) >= 20
 
 
+def test_a_lane_on_two_processes_sends_from_both_within_one_shared_rpm(run_cli, make_fake_server, tmp_path):
+    """The judge's lane on two gateway processes: both send (one paid-record file each holds judge
+    calls), and together they stay within the one strict window (each pacing at the full rpm on its
+    own would send twice as fast and meet 429s)."""
+    import json
+
+    server = make_fake_server("--rpm", "600", "--strict-window", "5", "--latency", "0.05")
+    run = tmp_path / "run"
+    run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
+            *server.model_overrides(), "model.rpm=600", "judge.rpm=600", "judge.gateway_processes=2",
+            "run.compact=false", f"run.dir={run}")
+    stats = server.stats()
+    assert stats["rate_limited"] == 0, stats
+    judge_senders = {path.name for path in (run / "ledger").glob("*.jsonl")
+                     if any(json.loads(line)["model_id"] == "fake-judge" for line in path.open())}
+    assert len(judge_senders) == 2, judge_senders
+    rows = ds.dataset(run / "shards", format="parquet").to_table().to_pylist()
+    assert len(rows) >= 60 and all(r["status"] == "ok" for r in rows)
+
+
+def test_processes_per_lane_and_units_per_shard_follow_the_rate():
+    from prefray.engine.calls.gateway import lane_processes
+    from prefray.engine.flow.runner import shard_units
+    from prefray.engine.types import ModelSpec
+
+    def spec(**fields) -> ModelSpec:
+        return ModelSpec(name="m", provider="openai", model_id="m", **{"max_concurrency": 64, **fields})
+
+    assert lane_processes(spec()) == 1 and lane_processes(spec(rpm=6000)) == 1
+    assert lane_processes(spec(rpm=6001)) == 2 and lane_processes(spec(rpm=30000)) == 5   # 100 calls/s each
+    assert lane_processes(spec(gateway_processes=3, rpm=500)) == 3                       # configured wins
+    assert lane_processes(spec(gateway_processes=8, max_concurrency=4)) == 4              # a call slot each
+    # a shard holds about one second of a rate-limited lane's sends, at most run.shard_size units
+    assert shard_units(spec(), 16) == 16 and shard_units(spec(rpm=300), 16) == 5
+    assert shard_units(spec(rpm=500), 16) == 8 and shard_units(spec(rpm=30), 16) == 1
+    assert shard_units(spec(rpm=30000), 16) == 16 and shard_units(spec(rpm=300, tier="batch"), 16) == 16
+
+
 # -- lanes shared by jobs take turns ------------------------------------------------------------
 async def send_tagged(limits: ModelLimits, tags: list[str], latency: float) -> list[str]:
     """Queue one call per tag, in this order; return the tags in the order the lane sent them."""

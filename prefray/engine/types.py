@@ -30,6 +30,10 @@ class ModelSpec:
     # Ceiling on calls in flight. With an rpm limit the lane keeps rpm/60 × measured latency in
     # flight (Little's law) up to this ceiling; without one, it keeps this many.
     max_concurrency: int = 8
+    # Processes (gateway actors) sending this model's calls; the ceiling above is split among them.
+    # One process sends a few hundred calls a second at most (the SDK's work per call is ~2 ms of
+    # CPU), so a lane faster than that needs more (see engine/calls/gateway.py: lane_processes).
+    gateway_processes: int = 1
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
     timeout_s: float = 120.0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from prefray.engine.money.budget import call_cost, max_output_tokens
-from prefray.engine.calls.gateway import get_gateway
+from prefray.engine.calls.gateway import get_gateway, lane_processes
 from prefray.engine.flow.progress import CALL_TAG
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
@@ -26,13 +26,15 @@ class Dispatcher(Protocol):
 
 @dataclass
 class Gateways:
-    """One gateway actor per model id on an endpoint and key (created on first use, or up front by
-    `start`), plus locally served endpoints."""
+    """The gateway actors of each model id on an endpoint and key (`lane_processes` of them, created
+    on first use, or up front by `start`), plus locally served endpoints. A batch goes to the
+    model's gateway with the fewest calls outstanding."""
 
     budget: Any = None
     run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/money/paid.py)
     replay: Any = None            # answers a killed launch received but never stored (engine/flow/journal.py)
-    handles: dict[str, Any] = field(default_factory=dict)
+    handles: dict[str, Any] = field(default_factory=dict)    # by gateway key and process number
+    outstanding: dict[str, int] = field(default_factory=dict)   # calls sent and not answered, by the same
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
 
@@ -48,21 +50,27 @@ class Gateways:
         return served_spec(spec, await self.ready[address])
 
     async def for_model(self, spec: ModelSpec) -> Any:
-        return self._gateway(spec)
+        return self.handles[self._least_busy(spec)]
 
-    def _gateway(self, spec: ModelSpec) -> Any:
-        handle = self.handles.get(spec.gateway_key)
-        if handle is None:
+    def _least_busy(self, spec: ModelSpec) -> str:
+        """The key of this model's gateway with the fewest calls outstanding (each created if new)."""
+        keys = [self._gateway(spec, process) for process in range(lane_processes(spec))]
+        return min(keys, key=lambda key: self.outstanding.get(key, 0))
+
+    def _gateway(self, spec: ModelSpec, process: int = 0) -> str:
+        key = f"{spec.gateway_key}#{process}"
+        if key not in self.handles:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
-            handle = self.handles[spec.gateway_key] = get_gateway(spec, api_key)
-        return handle
+            self.handles[key] = get_gateway(spec, api_key, process)
+        return key
 
     def start(self, specs: Iterable[ModelSpec]) -> None:
         """Create the gateways of these models now (interactive tier, not locally served), so a
         later stage's first calls (a judge's) do not wait for its actor's process to start."""
         for spec in specs:
             if spec.tier == "interactive" and not spec.serve:
-                self._gateway(spec)
+                for process in range(lane_processes(spec)):
+                    self._gateway(spec, process)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
@@ -73,8 +81,13 @@ class Gateways:
         missing = [r for r, answer in zip(requests, replayed) if answer is None]
         sent: list[CallResult] = []
         if missing:
-            gateway = await self.for_model(spec)
-            sent = list(await gateway.run_batch.remote(spec, missing, self.budget, self.run_dir, CALL_TAG.get()))
+            key = self._least_busy(spec)
+            self.outstanding[key] = self.outstanding.get(key, 0) + len(missing)
+            try:
+                sent = list(await self.handles[key].run_batch.remote(spec, missing, self.budget, self.run_dir,
+                                                                     CALL_TAG.get()))
+            finally:
+                self.outstanding[key] -= len(missing)
         answers = iter(sent)
         return [answer if answer is not None else next(answers) for answer in replayed]
 
@@ -87,6 +100,7 @@ class Gateways:
         for server in self.servers.values():
             ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)
         self.handles.clear()
+        self.outstanding.clear()
         self.servers.clear()
         self.ready.clear()
 

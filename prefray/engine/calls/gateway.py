@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import time
 from typing import Any
 
@@ -29,6 +30,17 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 NAMESPACE = "prefray"
 # Answers that mean "slow down": the lane halves its in-flight window.
 PUSHBACK_CAUSES = frozenset({"rate_limit", "server_error"})
+# Requests per minute one gateway process is given at most. Measured (bench/harness_ceiling.py), a
+# process spends ~2.6 ms of CPU per call (the SDK's request building and parsing, Ray, the ledger):
+# 100 calls/s is a quarter of a core, leaving room for long prompts and answers.
+PROCESS_RPM = 6000
+
+
+def lane_processes(spec: ModelSpec) -> int:
+    """Gateway processes sending one model's calls: its `gateway_processes`, or more when its rpm
+    asks for more than PROCESS_RPM each; never more than its in-flight ceiling."""
+    by_rate = math.ceil(spec.rpm / PROCESS_RPM) if spec.rpm else 1
+    return max(1, min(spec.max_concurrency, max(spec.gateway_processes, by_rate)))
 
 
 class _Lane:
@@ -38,7 +50,8 @@ class _Lane:
         self.spec = spec
         self.api_key = api_key
         self.provider = build_provider(spec, api_key)
-        self.limits = ModelLimits(spec.rpm, spec.tpm, spec.max_concurrency, shared)
+        processes = lane_processes(spec)   # the lane's ceiling is split among its processes
+        self.limits = ModelLimits(spec.rpm, spec.tpm, math.ceil(spec.max_concurrency / processes), shared, processes)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
         self.gate = LaneGate()
         self.calibration = Calibration()
@@ -96,7 +109,8 @@ class _Lane:
                 self._record_try(request, SENT, 0, 0)
                 sent = time.time()
                 try:
-                    reply = await asyncio.wait_for(self.provider.complete(request), self.spec.timeout_s + 5)
+                    async with asyncio.timeout(self.spec.timeout_s + 5):   # no task per call, unlike wait_for
+                        reply = await self.provider.complete(request)
                 except ProviderError as exc:
                     error = exc
                 except asyncio.TimeoutError:
@@ -187,11 +201,11 @@ class Gateway:
         return logs
 
 
-def gateway_name(spec: ModelSpec) -> str:
+def gateway_name(spec: ModelSpec, process: int = 0) -> str:
     """Readable, unique to this driver: a killed run's dying actor is never picked up again."""
     job = ray.get_runtime_context().get_job_id()
     endpoint, model = (hashlib.sha1(key.encode()).hexdigest() for key in (spec.endpoint_key, spec.model_id))
-    return f"gateway-{endpoint[:12]}-{model[:8]}-{job}"
+    return f"gateway-{endpoint[:12]}-{model[:8]}-{job}" + (f"-p{process}" if process else "")
 
 
 def on_this_node() -> dict[str, Any]:
@@ -207,12 +221,12 @@ def on_this_node() -> dict[str, Any]:
 TASK_RETRIES = 10
 
 
-def get_gateway(spec: ModelSpec, api_key: str) -> Any:
-    """The gateway of this model on its endpoint and key, created on first use. One process per
-    model id: models that share an endpoint (several served by one provider, or the evaluated model
-    and its judge) are called from processes of their own, on as many cores; their RPM/TPM stay
-    shared through the endpoint's limiter actor."""
+def get_gateway(spec: ModelSpec, api_key: str, process: int = 0) -> Any:
+    """Gateway `process` (of `lane_processes(spec)`) of this model on its endpoint and key, created
+    on first use. Processes of their own per model id: models that share an endpoint (several served
+    by one provider, or the evaluated model and its judge) are called from as many cores; their
+    RPM/TPM stay shared through the endpoint's limiter actor, and so do a lane's processes'."""
     placement = on_this_node() if spec.serve else {}
-    return Gateway.options(name=gateway_name(spec), namespace=NAMESPACE, get_if_exists=True,
+    return Gateway.options(name=gateway_name(spec, process), namespace=NAMESPACE, get_if_exists=True,
                            max_restarts=-1, max_task_retries=TASK_RETRIES,
                            **placement).remote(spec.endpoint_key, api_key, idle_seconds())

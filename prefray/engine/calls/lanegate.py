@@ -21,7 +21,7 @@ from prefray.engine.calls.providers import ProviderError
 
 PROBE_CALLS = 2
 HOPELESS_AFTER = 3
-PROBE_PATIENCE_S = 2.0
+PROBE_PATIENCE_S = 1.0
 HOPELESS_CAUSES = frozenset({"auth", "model_not_found"})
 
 

@@ -239,8 +239,9 @@ class ModelLimits:
     """The limits one gateway enforces for one model id."""
 
     def __init__(self, rpm: float | None, tpm: float | None, max_concurrency: int,
-                 shared: SharedBuckets | None = None):
+                 shared: SharedBuckets | None = None, processes: int = 1):
         self.rpm, self.tpm = rpm, tpm
+        self.processes = processes   # gateway processes sharing the lane's rate (each sends its share)
         self.shared = shared
         self.buckets: Buckets | SharedBuckets = shared if shared is not None and (rpm or tpm) else Buckets(rpm, tpm)
         ceiling = max(1, int(max_concurrency))
@@ -283,10 +284,11 @@ class ModelLimits:
             await self.buckets.take(0, actual_tokens - estimated_tokens)
 
     def little_target(self) -> int | None:
-        """In-flight calls that keep the request limit full at the measured latency."""
+        """In-flight calls that keep this process's share of the request limit full at the measured
+        latency."""
         if not self.rpm or self.latency_s is None:
             return None
-        return math.ceil(self.rpm / 60.0 * self.latency_s * LITTLE_MARGIN - 1e-9) + 1
+        return math.ceil(self.rpm / self.processes / 60.0 * self.latency_s * LITTLE_MARGIN - 1e-9) + 1
 
     async def answered(self, latency_s: float, headers: Mapping[str, str] | None = None) -> None:
         """After a successful call: learn latency and limits, grow the window toward its target."""

@@ -86,6 +86,7 @@ class ModelConfig:
     rpm: float | None = key(number(above=0).or_null("no limit"), None, "requests per minute")
     tpm: float | None = key(number(above=0).or_null("no limit"), None, "input tokens per minute")
     max_concurrency: int = key(integer(1), 8, "calls in flight at once")
+    gateway_processes: int = key(integer(1), 1, "processes sending this model's calls (more with rpm above 6000)")
     price_input_per_mtok: float = key(number(minimum=0), 0.0, "USD per million input tokens")
     price_output_per_mtok: float = key(number(minimum=0), 0.0, "USD per million output tokens")
     timeout_s: float = key(number(above=0), 120.0, "seconds before a call counts as timed out")

@@ -46,6 +46,20 @@ RESUME_CHUNK_ROWS = 2048
 FEED_BACKLOG_ROWS = 2048
 
 
+# A shard of a rate-limited lane holds about this many seconds of the lane's sends: its answers,
+# and the next stage's first units, come back a second after its first call went out, not
+# shard_size ÷ rate later (16 units at 300 rpm: 3.2 s).
+SHARD_PACE_S = 1.0
+
+
+def shard_units(spec: ModelSpec, shard_size: int) -> int:
+    """Units per shard of a stage answered by `spec`: `run.shard_size`, fewer on a slow lane."""
+    size = max(1, shard_size)
+    if spec.tier == "batch" or not spec.rpm:
+        return size
+    return max(1, min(size, math.floor(spec.rpm / 60.0 * SHARD_PACE_S)))
+
+
 def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
     """Shards of one stage sent at once (None: no bound, for the batch tier, which gathers as many
     calls as it can into one provider batch)."""
@@ -439,7 +453,7 @@ class ShardSender:
     def __init__(self, runner: "JobRunner", stage: Stage, spec: ModelSpec, judge: str, finished: int,
                  total: Callable[[], int]):
         self.runner, self.stage, self.spec, self.judge = runner, stage, spec, judge
-        self.size = max(1, runner.settings.shard_size)
+        self.size = shard_units(spec, runner.settings.shard_size)
         bound = inflight_shards(spec, self.size)
         self.slots = asyncio.Semaphore(bound) if bound is not None else None
         self.finished = finished
