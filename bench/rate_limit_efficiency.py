@@ -9,8 +9,8 @@ unlimited judge that answers at once; the server records when it admitted the mo
   ratio  = admitted span ÷ bound                                      (target ≤ 1.05)
 
 A lane first sends two calls and waits for one to answer, or (without a budget, as here) for one to
-run 2 s unrefused (fail fast on a wrong key or model id, engine/calls/lanegate.py), so every run
-pays min(latency, 2 s) at its start; the second ratio leaves that wait out. It is a constant per
+run PROBE_PATIENCE_S (1 s) unrefused (fail fast on a wrong key or model id, engine/calls/lanegate.py),
+so every run pays min(latency, 1 s) at its start; the second ratio leaves that wait out. It is a constant per
 lane, not per call.
 
 Printed per latency (default 0.5, 2 and 8 s): the median of `--repeats` runs, with the most 429s

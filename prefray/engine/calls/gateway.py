@@ -1,4 +1,6 @@
-"""Gateways: one Ray actor per model id on a provider endpoint and API key, shared by every job of a sweep.
+"""Gateways: Ray actors sending one model id's calls on a provider endpoint and API key, shared by
+every job of a sweep: one process per model id, or several for a lane faster than one core
+(`lane_processes`; the driver sends each batch to the least busy, engine/calls/dispatch.py).
 
 A gateway owns the concurrency cap and the retries of its model's lane, and paces it by the
 endpoint's rate limits (a limiter actor per endpoint and key, shared by its models' gateways). It takes a
