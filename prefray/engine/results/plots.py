@@ -170,6 +170,8 @@ def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | 
     """A grouped bar figure; `path` without suffix gets one file per format. Bars of a group follow
     `models`, then `conditions` (each then by name); groups follow `slices` (then by name)."""
     plt = _pyplot()
+    from matplotlib.patches import Patch
+
     multi_judge = len({r["judge"] for r in rows}) > 1
     x_key = "slice" if rows[0]["slice"] else "model"
     xs = ranked({r[x_key] for r in rows}, slices)
@@ -184,35 +186,51 @@ def draw(rows: list[dict], title: str, path: Path, scale: tuple[float, float] | 
     for i, (model, condition, judge) in enumerate(series):
         found = {r[x_key]: r for r in rows if r["condition"] == condition and (not model or r["model"] == model)
                  and (not multi_judge or r["judge"] == judge)}
-        label = " / ".join(p for p in (model, condition, judge) if p)
-        color = f"C{i % 10}"
         for j, x in enumerate(xs):
-            pos = j + i * width
-            row = found.get(x)
-            if row is None:
-                ax.text(pos, low + 0.02 * (high - low), "no data", rotation=90, ha="center", va="bottom",
+            if x not in found:
+                ax.text(j + i * width, low + 0.02 * (high - low), "no data", rotation=90, ha="center", va="bottom",
                         fontsize=6, color="#777")
-                continue
-            incomplete = row.get("complete") is False
-            errors = _errors(row)
-            ax.bar(pos, row["value"], width, color=color, label=label if label else None,
-                   hatch="//" if incomplete else None, edgecolor="black" if incomplete else color,
-                   yerr=[[errors[0]], [errors[1]]] if errors else None, capsize=2, ecolor="#333")
-            if row["value"] == 0:  # a zero is a value: drawn as a thick line on the axis, unlike "no data"
-                ax.plot([pos - width / 2, pos + width / 2], [0, 0], color=color, linewidth=3, solid_capstyle="butt")
-            label = ""  # one legend entry per series
-            top = row["value"] + (errors[1] if errors else 0.0)
-            ax.text(pos, min(max(top, 0.0) + 0.01 * (high - low), high), f"n={row.get('n', '?')}", rotation=90,
-                    ha="center", va="bottom", fontsize=6)
+        bars = [(j + i * width, found[x]) for j, x in enumerate(xs) if x in found]
+        if bars:
+            _series_bars(ax, bars, width, f"C{i % 10}", (low, high))
     ax.axhline(0, color="#999", linewidth=0.6)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))])
     ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=8)
-    ax.set_title(title)
-    labels = [" / ".join(p for p in s if p) for s in series if s != ("", "", "")]
+    ax.set_title(title, y=1.0)  # placed, not searched for: nothing stands above the axes
+    handles = [Patch(facecolor=f"C{i % 10}", label=" / ".join(p for p in s if p))  # the series' colour, never a hatch
+               for i, s in enumerate(series) if s != ("", "", "")]
+    labels = [handle.get_label() for handle in handles]
     columns = legend_columns(len(labels), fig.get_figheight())
     if labels:  # beside the axes: covers no bar, no placement search
-        ax.legend(fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(1.0, 1.0), ncol=columns)
+        ax.legend(handles=handles, fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(1.0, 1.0), ncol=columns)
     return _save(fig, path, bar_margins(fig.get_size_inches(), xs, labels, columns))
+
+
+def _series_bars(ax, bars: list[tuple[float, dict]], width: float, color: str, scale: tuple[float, float]) -> None:
+    """One series' bars at their positions, in one call per kind of artist (bars, whiskers, zero
+    marks): hatched and black-edged where the cell is incomplete, whiskers where it has a CI, a
+    thick line on the axis for a value of 0 (a value, unlike "no data"), and each bar's n above it."""
+    low, high = scale
+    positions = [pos for pos, _ in bars]
+    incomplete = [row.get("complete") is False for _, row in bars]
+    drawn = ax.bar(positions, [row["value"] for _, row in bars], width, color=color,
+                   edgecolor=["black" if cut else color for cut in incomplete])
+    for patch, cut in zip(drawn, incomplete):
+        if cut:
+            patch.set_hatch("//")
+    errors = [_errors(row) for _, row in bars]
+    whiskers = [(pos, row["value"], error) for (pos, row), error in zip(bars, errors) if error]
+    if whiskers:
+        ax.errorbar([w[0] for w in whiskers], [w[1] for w in whiskers], fmt="none", ecolor="#333", capsize=2,
+                    yerr=[[w[2][0] for w in whiskers], [w[2][1] for w in whiskers]])
+    zeros = [pos for pos, row in bars if row["value"] == 0]
+    if zeros:
+        ax.hlines([0.0] * len(zeros), [z - width / 2 for z in zeros], [z + width / 2 for z in zeros], colors=color,
+                  linewidth=3, capstyle="butt")
+    for (pos, row), error in zip(bars, errors):
+        top = row["value"] + (error[1] if error else 0.0)
+        ax.text(pos, min(max(top, 0.0) + 0.01 * (high - low), high), f"n={row.get('n', '?')}", rotation=90,
+                ha="center", va="bottom", fontsize=6)
 
 
 # Bar figures are laid out from their labels' lengths instead of measured text (tight_layout measures
