@@ -7,13 +7,13 @@ first call's start to the last call's end (Ray start-up and aggregation excluded
 then sends the very requests the sweep sent (read back from its request store: messages, system
 prompt, params, JSON schema, seed, model id) through AsyncOpenAI with the aiohttp transport, at the
 concurrency prefray's two lanes have together (the model's and the judge's max_concurrency).
-Median of `--repeats` pairs; the default 28 samples make ~20k requests a run.
+Median of `--repeats` pairs; the default 29 samples make 20,358 requests a run.
 
 The judge's lane sends ~5/6 of the requests, ~400 a second here: more than one process's core (the
 SDK alone spends ~2 ms of CPU a call), so it runs on `judge.gateway_processes` = 2, as a lane of a
 real provider above 6,000 rpm does on its own (engine/calls/gateway.py: lane_processes).
 
-Usage: python bench/harness_ceiling.py [--samples 28] [--concurrency 64] [--judge-processes 2] [--repeats 3]
+Usage: python bench/harness_ceiling.py [--samples 29] [--concurrency 64] [--judge-processes 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def prefray_rate(url: str, samples: int, concurrency: int, judge_processes: int 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--samples", type=int, default=28)
+    parser.add_argument("--samples", type=int, default=29)
     parser.add_argument("--concurrency", type=int, default=64, help="max_concurrency of the model and of the judge")
     parser.add_argument("--judge-processes", type=int, default=2, help="gateway processes of the judge's lane")
     parser.add_argument("--repeats", type=int, default=3)

@@ -173,6 +173,11 @@ def test_processes_per_lane_and_units_per_shard_follow_the_rate():
     assert shard_units(spec(), 16) == 16 and shard_units(spec(rpm=300), 16) == 5
     assert shard_units(spec(rpm=500), 16) == 8 and shard_units(spec(rpm=30), 16) == 1
     assert shard_units(spec(rpm=30000), 16) == 16 and shard_units(spec(rpm=300, tier="batch"), 16) == 16
+    # run.shard_size unset: a lane without a rate takes its max_concurrency (16 to 64) per shard, so
+    # every unit of a shard is answered in about one latency; a rate-limited one about a second of sends
+    assert [shard_units(spec(max_concurrency=c), None) for c in (1, 4, 16, 32, 64, 256)] == [16, 16, 16, 32, 64, 64]
+    assert shard_units(spec(rpm=500), None) == 8 and shard_units(spec(rpm=30000), None) == 64
+    assert shard_units(spec(tier="batch"), None) == 16
 
 
 # -- lanes shared by jobs take turns ------------------------------------------------------------

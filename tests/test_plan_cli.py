@@ -140,7 +140,7 @@ def test_help_lists_groups_options_settings_and_entry_points():
         for option in group_options(CONF, group):
             assert option in text, f"{group} option {option} missing from --help"
     assert "not in model=all" in text and "fake (fakellm)" in text and "local (embedded)" in text
-    for setting in ("limit=null", "run.dir=null", "run.shard_size=16", "run.seed=0", "run.budget_usd=null",
+    for setting in ("limit=null", "run.dir=null", "run.shard_size=null", "run.seed=0", "run.budget_usd=null",
                     "run.cache=true", "run.estimate_output_ratio=0.5"):
         assert setting in text
     for entry in ("prefray.plan", "prefray.rerun", "prefray.rejudge", "prefray.view"):

@@ -56,8 +56,10 @@ class RunConfig:
                           "or a URI such as s3://bucket/prefix")
     staging_dir: str | None = key(path().or_null("~/.cache/prefray/staging/<hash of run.dir>/run"), None,
                                   "local folder mirroring a URI run.dir while it runs")
-    shard_size: int = key(integer(1), 16, "work units per gateway call (one Parquet shard each; a "
-                                          "rate-limited lane takes about a second of its sends)")
+    shard_size: int | None = key(integer(1).or_null("per lane: its max_concurrency within 16 to 64, at most "
+                                                    "a second of its rpm"), None,
+                                 "work units per gateway call (one Parquet shard each; a rate-limited lane "
+                                 "takes about a second of its sends)")
     compact: bool = key(boolean(), True, "roll each job's small shards into large Parquet files as it runs and ends")
     compact_every: int = key(integer(0), 256, "small shards a job writes before they are rolled (0: only at its end)")
     seed: int = key(integer(0), 0, "base seed; sample i of a unit is sent with seed + i")

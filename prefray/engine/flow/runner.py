@@ -50,11 +50,22 @@ FEED_BACKLOG_ROWS = 2048
 # and the next stage's first units, come back a second after its first call went out, not
 # shard_size ÷ rate later (16 units at 300 rpm: 3.2 s).
 SHARD_PACE_S = 1.0
+# Units per shard when run.shard_size is left unset: a lane without a declared rate takes one
+# shard per max_concurrency calls (every unit of a shard is answered in about one call's latency, so
+# streaming waits no longer; a wide fast lane makes fewer files and gateway calls, the driver's and
+# the gateways' main cost per call at zero latency), within these bounds; the batch tier takes the least.
+AUTO_SHARD_MIN, AUTO_SHARD_MAX = 16, 64
 
 
-def shard_units(spec: ModelSpec, shard_size: int) -> int:
-    """Units per shard of a stage answered by `spec`: `run.shard_size`, fewer on a slow lane."""
-    size = max(1, shard_size)
+def shard_units(spec: ModelSpec, shard_size: int | None) -> int:
+    """Units per shard of a stage answered by `spec`: `run.shard_size` if set (else AUTO_SHARD_*),
+    fewer on a rate-limited lane (about SHARD_PACE_S of its sends)."""
+    if shard_size is not None:
+        size = max(1, shard_size)
+    elif spec.tier == "batch":
+        size = AUTO_SHARD_MIN
+    else:
+        size = AUTO_SHARD_MAX if spec.rpm else min(AUTO_SHARD_MAX, max(AUTO_SHARD_MIN, spec.max_concurrency))
     if spec.tier == "batch" or not spec.rpm:
         return size
     return max(1, min(size, math.floor(spec.rpm / 60.0 * SHARD_PACE_S)))
@@ -71,7 +82,7 @@ def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
 @dataclass
 class RunSettings:
     run_dir: Path
-    shard_size: int = 16
+    shard_size: int | None = None          # None: shard_units decides per lane
     progress: ProgressFn | None = None
     cache: ResponseCache | None = None
     write_cache: bool = True

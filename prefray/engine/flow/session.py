@@ -27,7 +27,7 @@ class SweepOptions:
     """Run settings shared by every job of a sweep (the `run.*` config group)."""
 
     run_dir: Path
-    shard_size: int = 16
+    shard_size: int | None = None    # None: as many units as suit each lane (runner.shard_units)
     compact: bool = True
     compact_every: int = 256
     progress: bool = True
@@ -40,7 +40,7 @@ class SweepOptions:
     def from_config(cls, run_dir: Path, run: dict[str, Any], location: str | None = None) -> "SweepOptions":
         cache_dir = run.get("cache_dir")
         budget = run.get("budget_usd")
-        return cls(run_dir=run_dir, shard_size=int(run.get("shard_size") or 16), location=location,
+        return cls(run_dir=run_dir, shard_size=_optional_int(run.get("shard_size")), location=location,
                    compact=bool(run.get("compact", True)), compact_every=int(run.get("compact_every", 256)),
                    progress=bool(run.get("progress", True)),
                    budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
@@ -198,3 +198,7 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
           f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
     return EXIT_INCOMPLETE
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
