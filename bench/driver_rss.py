@@ -6,7 +6,7 @@ per answer), with `benchmark.samples` chosen for each call count. The peak is of
 workers are other processes), read by bench/_peak_rss.py: up to the metrics step (planning and
 every call) and for the whole launch (with the metrics step).
 
-Usage: python bench/driver_rss.py [--calls 10000,50000,200000] [--shard-size 16]
+Usage: python bench/driver_rss.py [--calls 10000,50000,200000] [--shard-size N (default: the run's own, 64 units here)]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PROMPTS = 117
 CALLS_PER_ANSWER = 6   # generate, 4 verdicts (one per non-nickname preference), completeness
 
 
-def measure(port: int, calls: int, shard_size: int, run_dir: Path) -> dict:
+def measure(port: int, calls: int, shard_size: int | None, run_dir: Path) -> dict:
     url = f"http://127.0.0.1:{port}/v1"
     samples = max(1, round(calls / (PROMPTS * CALLS_PER_ANSWER)))
     out = run_dir.with_suffix(".json")
@@ -36,7 +36,8 @@ def measure(port: int, calls: int, shard_size: int, run_dir: Path) -> dict:
     done = subprocess.run([sys.executable, str(ROOT / "bench/_peak_rss.py"), str(out),
                            "benchmark=benchpres", "model=fake", "judge=fake", f"model.base_url={url}",
                            f"judge.base_url={url}", f"benchmark.samples={samples}", "run.cache=false",
-                           "run.progress=false", f"run.shard_size={shard_size}", f"run.dir={run_dir}"],
+                           "run.progress=false", f"run.dir={run_dir}",
+                           *([f"run.shard_size={shard_size}"] if shard_size else [])],
                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -49,7 +50,7 @@ def measure(port: int, calls: int, shard_size: int, run_dir: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", default="10000,50000,200000")
-    parser.add_argument("--shard-size", type=int, default=16)
+    parser.add_argument("--shard-size", type=int, default=None, help="run.shard_size (default: unset)")
     args = parser.parse_args()
     results = []
     with fake_server() as port, tempfile.TemporaryDirectory() as tmp:
