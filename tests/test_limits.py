@@ -177,6 +177,7 @@ def test_processes_per_lane_and_units_per_shard_follow_the_rate():
     # every unit of a shard is answered in about one latency; a rate-limited one about a second of sends
     assert [shard_units(spec(max_concurrency=c), None) for c in (1, 4, 16, 32, 64, 256)] == [16, 16, 16, 32, 64, 64]
     assert shard_units(spec(rpm=500), None) == 8 and shard_units(spec(rpm=30000), None) == 64
+    assert shard_units(spec(rpm=30000, max_concurrency=4), None) == 16
     assert shard_units(spec(tier="batch"), None) == 16
 
 

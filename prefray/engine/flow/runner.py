@@ -50,10 +50,11 @@ FEED_BACKLOG_ROWS = 2048
 # and the next stage's first units, come back a second after its first call went out, not
 # shard_size ÷ rate later (16 units at 300 rpm: 3.2 s).
 SHARD_PACE_S = 1.0
-# Units per shard when run.shard_size is left unset: a lane without a declared rate takes one
-# shard per max_concurrency calls (every unit of a shard is answered in about one call's latency, so
-# streaming waits no longer; a wide fast lane makes fewer files and gateway calls, the driver's and
-# the gateways' main cost per call at zero latency), within these bounds; the batch tier takes the least.
+# Units per shard when run.shard_size is left unset: a lane's max_concurrency within these bounds
+# (every unit of a shard is answered in about one call's latency, so streaming waits no longer; a
+# wide fast lane makes fewer files and gateway calls, the driver's and the gateways' main cost per
+# call at zero latency), and at most SHARD_PACE_S of a rate-limited lane's sends; the batch tier
+# takes the least.
 AUTO_SHARD_MIN, AUTO_SHARD_MAX = 16, 64
 
 
@@ -65,7 +66,7 @@ def shard_units(spec: ModelSpec, shard_size: int | None) -> int:
     elif spec.tier == "batch":
         size = AUTO_SHARD_MIN
     else:
-        size = AUTO_SHARD_MAX if spec.rpm else min(AUTO_SHARD_MAX, max(AUTO_SHARD_MIN, spec.max_concurrency))
+        size = min(AUTO_SHARD_MAX, max(AUTO_SHARD_MIN, spec.max_concurrency))
     if spec.tier == "batch" or not spec.rpm:
         return size
     return max(1, min(size, math.floor(spec.rpm / 60.0 * SHARD_PACE_S)))
