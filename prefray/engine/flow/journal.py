@@ -68,7 +68,7 @@ def load_replay(run_dir: Path) -> ReplayPool:
     entries = sorted(_lines(run_dir), key=lambda e: e["result"].get("finished_at", 0.0))
     if not entries:
         return ReplayPool({})
-    rows = read_rows(run_dir).select(["model_id", "request_hash", "text"]).to_pylist()
+    rows = read_rows(run_dir, columns=["model_id", "request_hash", "text"]).to_pylist()
     stored = Counter((r["model_id"], r["request_hash"], r["text"]) for r in rows)
     answers: dict[tuple[str, str], deque[CallResult]] = defaultdict(deque)
     for entry in entries:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from prefray.engine.benchmark import Job
 from prefray.engine.failures import failure_class
-from prefray.engine.results.store import job_dir, latest_attempts, read_rows
+from prefray.engine.results.store import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
 
 
 def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
@@ -20,7 +20,8 @@ def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> 
         folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
         if not folder.is_dir():
             continue
-        rows = latest_attempts(read_rows(folder)).select(["role", "status", "cause"]).to_pylist()
+        rows = latest_attempts(read_rows(folder, columns=BEST_ROW_COLUMNS + ["role", "cause"]))
+        rows = rows.select(["role", "status", "cause"]).to_pylist()
         for row in rows:
             if failure_class(row["role"], row["status"], row["cause"]) in ("no_answer", "judge_failure"):
                 key = (job.benchmark, job.model.name, job.condition) if by_cell else row["cause"] or row["status"]
@@ -42,7 +43,7 @@ def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_di
     provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
     from prefray.engine.money.estimate import simulate
 
-    stored = set(read_rows(run_dir).column("unit_id").to_pylist())
+    stored = set(read_rows(run_dir, columns=["unit_id"]).column("unit_id").to_pylist())
     rows = simulate(jobs, benchmarks, instances, run_dir,
                     {"shard_size": shard_size, "rerun_causes": no_answer_causes()})
     unbuilt: Counter = Counter()

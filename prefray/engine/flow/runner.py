@@ -29,7 +29,9 @@ from prefray.engine.calls.dispatch import Dispatcher
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.flow.progress import CALL_TAG, call_tag
 from prefray.engine.results.request_store import RequestStore
-from prefray.engine.results.store import SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard
+from prefray.engine.results.store import (
+    BEST_ROW_COLUMNS, SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard,
+)
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
@@ -173,12 +175,14 @@ class JobRunner:
         finally:
             flow.finish(stage.name)
 
-    def stored(self, stage: Stage, judge: str) -> pa.Table:
+    def stored(self, stage: Stage, judge: str, columns: list[str] | None = None) -> pa.Table:
+        """The best stored row of each unit of this stage (only `columns` and what picks the best, if given)."""
         expr = (ds.field("stage") == stage.name) & (ds.field("judge") == judge)
-        return latest_attempts(read_rows(self.folder, expr))
+        wanted = None if columns is None else list(dict.fromkeys(BEST_ROW_COLUMNS + columns))
+        return latest_attempts(read_rows(self.folder, expr, wanted))
 
     def _stored_states(self, stage: Stage, judge: str) -> dict[str, tuple[str, str, int]]:
-        table = self.stored(stage, judge).select(["unit_id", "status", "cause", "attempt"])
+        table = self.stored(stage, judge, ["cause"]).select(["unit_id", "status", "cause", "attempt"])
         return {u: (st, c, a) for u, st, c, a in zip(*(table[k].to_pylist() for k in table.column_names))}
 
     def pending_units(self, stage: Stage, judge: str, units: Iterable[WorkUnit],

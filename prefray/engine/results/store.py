@@ -292,6 +292,11 @@ def compact_run(run_dir: Path) -> Compaction:
     return done
 
 
+# What latest_attempts reads to pick a unit's best row: read these (and what else is needed)
+# rather than whole rows where the text is not needed.
+BEST_ROW_COLUMNS = ["benchmark", "unit_id", "status", "attempt"]
+
+
 def latest_attempts(table: pa.Table) -> pa.Table:
     """Keep, for every unit, its best row: an ok row if any, else the latest attempt (sorted by
     benchmark, then unit: each benchmark's rows are one contiguous slice)."""
