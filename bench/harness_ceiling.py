@@ -9,7 +9,7 @@ prompt, params, JSON schema, seed, model id) through AsyncOpenAI with the aiohtt
 concurrency prefray's two lanes have together (the model's and the judge's max_concurrency).
 Median of `--repeats` pairs; the default 29 samples make 20,358 requests a run.
 
-The judge's lane sends ~5/6 of the requests, ~400 a second here: more than one process's core (the
+The judge's lane sends ~5/6 of the requests, ~700 a second here: more than one process's core (the
 SDK alone spends ~2 ms of CPU a call), so it runs on `judge.gateway_processes` = 2, as a lane of a
 real provider above 6,000 rpm does on its own (engine/calls/gateway.py: lane_processes).
 
