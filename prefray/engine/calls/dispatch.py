@@ -53,9 +53,12 @@ class Gateways:
         return self.handles[self._least_busy(spec)]
 
     def _least_busy(self, spec: ModelSpec) -> str:
-        """The key of this model's gateway with the fewest calls outstanding (each created if new)."""
-        keys = [self._gateway(spec, process) for process in range(lane_processes(spec))]
-        return min(keys, key=lambda key: self.outstanding.get(key, 0))
+        """The key of this model's gateway with the fewest calls outstanding."""
+        return min(self._lane(spec), key=lambda key: self.outstanding.get(key, 0))
+
+    def _lane(self, spec: ModelSpec) -> list[str]:
+        """The keys of this model's gateways, one per process of its lane (each created if new)."""
+        return [self._gateway(spec, process) for process in range(lane_processes(spec))]
 
     def _gateway(self, spec: ModelSpec, process: int = 0) -> str:
         key = f"{spec.gateway_key}#{process}"
@@ -69,8 +72,7 @@ class Gateways:
         later stage's first calls (a judge's) do not wait for its actor's process to start."""
         for spec in specs:
             if spec.tier == "interactive" and not spec.serve:
-                for process in range(lane_processes(spec)):
-                    self._gateway(spec, process)
+                self._lane(spec)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
