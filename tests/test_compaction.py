@@ -107,6 +107,20 @@ def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_p
     assert ROW_GROUP_ROWS == 65_536
 
 
+def test_a_row_group_closes_at_its_byte_bound_so_long_answers_do_not_grow_memory(tmp_path, monkeypatch):
+    from prefray.engine.results import store
+
+    folder = job_dir(tmp_path, "b", "m", "c")
+    expected = write_small_shards(folder, 3, 5)
+    one_shard = pq.read_table(next(folder.glob("*.parquet"))).to_batches()[0].nbytes
+    monkeypatch.setattr(store, "ROW_GROUP_BYTES", one_shard)     # each shard's batch fills a row group
+    compact_folder(folder)
+    (large,) = parquet_names(folder)
+    metadata = pq.read_metadata(folder / large)
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [5, 5, 5]
+    assert set(Counter(read_rows(tmp_path)["unit_id"].to_pylist())) == expected
+
+
 def test_reads_during_a_compaction_in_another_thread_see_every_row_once(tmp_path):
     folder = job_dir(tmp_path, "b", "m", "c")
     expected = write_small_shards(folder, 300, 4)
@@ -231,3 +245,20 @@ def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_l
     assert read_paid(tmp_path).sort_by("request_hash").equals(
         pa.concat_tables([before, read_paid(tmp_path).filter(pc.equal(read_paid(tmp_path)["request_hash"], "h9"))]
                          ).sort_by("request_hash"))
+
+
+def test_the_paid_record_is_rolled_a_piece_at_a_time_with_a_cut_line_in_the_last(tmp_path, monkeypatch):
+    from prefray.engine.money import paid
+
+    log = write_paid_log(tmp_path, range(40))
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write('{"provider": "openai", "model_id": "m", "requ')   # a line cut short by a kill
+    monkeypatch.setattr(paid, "PIECE_BYTES", 1000)                    # several pieces in one file
+    assert compact_paid(tmp_path) == 1
+    (rolled,) = (tmp_path / "ledger").iterdir()
+    assert pq.read_metadata(rolled).num_row_groups > 1
+    table = read_paid(tmp_path)
+    assert table.num_rows == 80 and table.schema == PAID_SCHEMA
+    assert pc.sum(table["input_tokens"]).as_py() == sum(range(40))
+    assert sorted(table.filter(pc.equal(table["outcome"], "ok"))["request_hash"].to_pylist()) == sorted(
+        f"h{n}" for n in range(40))

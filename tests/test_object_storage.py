@@ -122,17 +122,36 @@ def test_lease_refuses_a_fresh_owner_and_takes_over_a_stale_one(s3, monkeypatch)
     assert s3.fs.get_file_info(f"{root}/{LEASE_NAME}").type == fs.FileType.NotFound
 
 
-def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path):
-    """Logs a gateway on another node hands over are written where missing or shorter, never cut."""
-    from prefray.engine.calls.dispatch import keep_logs
+def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path, monkeypatch):
+    """Logs a gateway on another node hands over are copied piece by piece where missing or
+    shorter, never cut."""
+    import asyncio
+
+    from prefray.engine.calls import dispatch
+
+    there = tmp_path / "there"                      # the gateway's node: its files, read by offset
+    (there / "ledger").mkdir(parents=True)
+    (there / "journal").mkdir()
+    (there / "ledger" / "here-1.jsonl").write_bytes(b'{"a": 1}\n')
+    (there / "ledger" / "there-2.jsonl").write_bytes(b'{"b": 1}\n' * 10)
+    (there / "journal" / "there-2.jsonl").write_bytes(b'{"c": 1}\n')
+    reads = []
+
+    async def read(run_dir, relative, offset, length):
+        reads.append((relative, offset, length))
+        with open(there / relative, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(length)
 
     run = tmp_path / "run"
     (run / "ledger").mkdir(parents=True)
     (run / "ledger" / "here-1.jsonl").write_bytes(b'{"a": 1}\n{"a": 2}\n')     # this node's, longer
-    keep_logs([(str(run), "ledger/here-1.jsonl", b'{"a": 1}\n'),
-               (str(run), "ledger/there-2.jsonl", b'{"b": 1}\n'),
-               (str(run), "journal/there-2.jsonl", b'{"c": 1}\n')])
+    monkeypatch.setattr(dispatch, "LOG_PIECE_BYTES", 16)
+    logs = [(str(run), p.relative_to(there).as_posix(), p.stat().st_size) for p in sorted(there.rglob("*.jsonl"))]
+    asyncio.run(dispatch.keep_logs(logs, read))
     assert (run / "ledger" / "here-1.jsonl").read_bytes() == b'{"a": 1}\n{"a": 2}\n'
-    assert (run / "ledger" / "there-2.jsonl").read_bytes() == b'{"b": 1}\n'
+    assert (run / "ledger" / "there-2.jsonl").read_bytes() == b'{"b": 1}\n' * 10
     assert (run / "journal" / "there-2.jsonl").read_bytes() == b'{"c": 1}\n'
+    assert [offset for relative, offset, _ in reads if relative == "ledger/there-2.jsonl"] == [0, 16, 32, 48, 64, 80]
+    assert not any(relative == "ledger/here-1.jsonl" for relative, _, _ in reads)
     assert sorted(p.name for p in run.rglob("*") if p.name.startswith(".")) == []

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from prefray.engine.money.budget import call_cost, max_output_tokens
 from prefray.engine.calls.gateway import get_gateway, lane_processes
@@ -97,7 +98,10 @@ class Gateways:
         import ray
 
         for handle in self.handles.values():
-            keep_logs(await _quietly(handle.close.remote()))
+            try:
+                await keep_logs(await _quietly(handle.close.remote()), handle.read_log.remote)
+            except Exception as exc:  # noqa: BLE001 - the run's answers are stored; say which record is missing
+                print(f"prefray: a gateway's ledger or journal was not copied to this node: {exc}", file=sys.stderr)
             ray.kill(handle)
         for server in self.servers.values():
             ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)
@@ -148,14 +152,27 @@ async def _quietly(ref: Any) -> Any:
         return None
 
 
-def keep_logs(logs: list[tuple[str, str, bytes]] | None) -> None:
-    """Write a closed gateway's ledger and journal into the run dir on this (the driver's) node
-    where the copy here is missing or shorter: a gateway on another node wrote them there."""
-    for run_dir, relative, content in logs or []:
+LOG_PIECE_BYTES = 4 * 2**20   # what one fetch of a closed gateway's log carries (memory stays flat)
+
+
+async def keep_logs(logs: list[tuple[str, str, int]] | None,
+                    read: Callable[[str, str, int, int], Awaitable[bytes]]) -> None:
+    """Copy a closed gateway's ledger and journal into the run dir on this (the driver's) node
+    where the copy here is missing or shorter (a gateway on another node wrote them there),
+    fetching each with `read(run dir, path inside it, offset, length)` a piece at a time."""
+    for run_dir, relative, size in logs or []:
         path = Path(run_dir) / relative
-        if path.exists() and path.stat().st_size >= len(content):
+        if path.exists() and path.stat().st_size >= size:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temp.write_bytes(content)
-        os.replace(temp, path)
+        try:
+            with open(temp, "wb") as sink:
+                while sink.tell() < size:
+                    piece = await read(run_dir, relative, sink.tell(), min(LOG_PIECE_BYTES, size - sink.tell()))
+                    if not piece:
+                        raise OSError(f"{relative} ended at {sink.tell()} of {size} bytes")
+                    sink.write(piece)
+            os.replace(temp, path)
+        finally:
+            temp.unlink(missing_ok=True)

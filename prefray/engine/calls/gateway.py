@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -191,16 +192,26 @@ class Gateway:
     async def ping(self) -> bool:
         return True
 
-    async def close(self) -> list[tuple[str, str, bytes]]:
-        """Close the clients and logs; return every log as (run dir, path inside it, content), so a
-        driver on another node (no shared file system) still gets the ledger and journal."""
+    async def close(self) -> list[tuple[str, str, int]]:
+        """Close the clients and logs; return every log as (run dir, path inside it, size in bytes),
+        so a driver on another node (no shared file system) can fetch the ledger and journal
+        piece by piece with `read_log`."""
         for lane in self.lanes.values():
             await lane.provider.close()
         logs = []
         for run_dir, log in [*self.paid.items(), *self.journals.items()]:
             log.close()
-            logs.append((run_dir, log.path.relative_to(run_dir).as_posix(), log.path.read_bytes()))
+            logs.append((run_dir, log.path.relative_to(run_dir).as_posix(), log.path.stat().st_size))
         return logs
+
+    async def read_log(self, run_dir: str, relative: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of one of this process's closed logs, from `offset`."""
+        path = Path(run_dir) / relative
+        if path not in {log.path for log in [*self.paid.values(), *self.journals.values()]}:
+            raise KeyError(f"{path} is not a log of this gateway")
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(length)
 
 
 def gateway_name(spec: ModelSpec, process: int = 0) -> str:

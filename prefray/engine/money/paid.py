@@ -15,7 +15,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.json as pajson
@@ -80,13 +80,15 @@ def compact_paid(run_dir: Path) -> int:
     if not lines:
         return 0
     names = [path.name for path in lines]
-    table = pa.concat_tables([_read_paid_file(path) for path in lines])
     digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
     final = folder / f"{PARQUET_PREFIX}{digest}.parquet"
     temp = folder / f".{final.name}.{os.getpid()}.tmp"
     try:
-        pq.write_table(table.replace_schema_metadata({ABSORBED_KEY: json.dumps(names).encode()}), temp,
-                       compression="zstd")
+        schema = PAID_SCHEMA.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
+        with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
+            for path in lines:
+                for piece in _paid_pieces(path):
+                    writer.write_table(piece.replace_schema_metadata(schema.metadata))
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, final)
@@ -105,19 +107,34 @@ def _drop_absorbed(folder: Path, rolled: list[Path]) -> None:
             (folder / name).unlink(missing_ok=True)
 
 
+PIECE_BYTES = 8 * 2**20   # of JSON lines parsed at once: a ledger is rolled without holding it whole
+
+
 def _read_paid_file(path: Path) -> pa.Table:
-    """One gateway's record: parsed by Arrow's JSON reader; a file it cannot read whole (the last
-    line of a killed gateway, cut mid-write) is read line by line, skipping lines that do not parse."""
+    """One gateway's record (see _paid_pieces)."""
+    return pa.concat_tables([PAID_SCHEMA.empty_table(), *_paid_pieces(path)])
+
+
+def _paid_pieces(path: Path) -> Iterator[pa.Table]:
+    """One gateway's record, PIECE_BYTES of lines at a time, each parsed by Arrow's JSON reader; a
+    piece it cannot read whole (the last line of a killed gateway, cut mid-write) is read line by
+    line, skipping lines that do not parse."""
+    with open(path, "rb") as handle:
+        while lines := handle.readlines(PIECE_BYTES):
+            yield _parse_lines(lines)
+
+
+def _parse_lines(lines: list[bytes]) -> pa.Table:
     options = pajson.ParseOptions(explicit_schema=PAID_SCHEMA, unexpected_field_behavior="ignore")
     try:
-        return pajson.read_json(path, parse_options=options).select(PAID_SCHEMA.names).cast(PAID_SCHEMA)
+        table = pajson.read_json(pa.BufferReader(b"".join(lines)), parse_options=options)
+        return table.select(PAID_SCHEMA.names).cast(PAID_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
     records: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
     return pa.Table.from_pylist(records, schema=PAID_SCHEMA)

@@ -146,6 +146,8 @@ def absorbed_by(path: Path) -> list[str]:
 COMPACT_PREFIX = "compact-"
 ABSORBED_KEY = b"prefray.absorbed"
 ROW_GROUP_ROWS = 65_536
+ROW_GROUP_BYTES = 32 * 2**20     # of Arrow data: long answers close a row group early
+READ_BATCH_ROWS = 8_192
 FILE_ROWS = 16 * ROW_GROUP_ROWS    # a large file is full at ~1M rows; full files are left as they are
 READ_TRIES = 8
 _folder_locks: dict[Path, threading.Lock] = {}
@@ -245,19 +247,23 @@ def _merge(folder: Path, group: list[tuple[Path, int]]) -> Compaction:
 
 
 def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
-    """Stream `files` into one zstd Parquet file with full row groups; returns the rows written."""
+    """Stream `files` into one zstd Parquet file; returns the rows written. A row group closes at
+    ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of Arrow data, and the files are read one batch at a
+    time, so the memory this takes does not grow with the rows (the driver runs it mid-job)."""
     source = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
-    written, pending, buffered = 0, [], 0
+    written, pending, rows, size = 0, [], 0, 0
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in source.to_batches(batch_size=ROW_GROUP_ROWS):
+        for batch in source.to_batches(batch_size=READ_BATCH_ROWS, batch_readahead=1, fragment_readahead=1):
             pending.append(batch)
-            buffered += batch.num_rows
-            if buffered >= ROW_GROUP_ROWS:
+            rows += batch.num_rows
+            size += batch.nbytes
+            if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
                 written += _flush(writer, pending)
-                pending, buffered = [], 0
+                pending, rows, size = [], 0, 0
         written += _flush(writer, pending)
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
+    pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
     return written
 
 
@@ -265,7 +271,7 @@ def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
     if not batches:
         return 0
     table = pa.Table.from_batches(batches, schema=SHARD_SCHEMA)
-    writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+    writer.write_table(table, row_group_size=table.num_rows)
     return table.num_rows
 
 
