@@ -155,3 +155,61 @@ def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path, monkeypatch)
     assert [offset for relative, offset, _ in reads if relative == "ledger/there-2.jsonl"] == [0, 16, 32, 48, 64, 80]
     assert not any(relative == "ledger/here-1.jsonl" for relative, _, _ in reads)
     assert sorted(p.name for p in run.rglob("*") if p.name.startswith(".")) == []
+
+
+READ_LOG_SCRIPT = """
+import asyncio, json, sys
+from pathlib import Path
+import ray
+from prefray.engine.calls.dispatch import Gateways
+from prefray.engine.types import ChatRequest, ModelSpec
+
+ray.init(address="auto", namespace="prefray")
+spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=2)
+
+async def main():
+    gateways = Gateways(run_dir=sys.argv[2])
+    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8}) for i in range(3)]
+    await gateways.run_batch(spec, requests)
+    (handle,) = gateways.handles.values()
+    logs = await handle.close.remote()
+    pieces = {}
+    for run_dir, relative, size in logs:
+        got = b""
+        while len(got) < size:
+            got += await handle.read_log.remote(run_dir, relative, len(got), 50)
+        pieces[relative] = [size, got.decode()]
+    try:
+        await handle.read_log.remote(sys.argv[2], "../outside.txt", 0, 10)
+        refused = False
+    except Exception as exc:
+        refused = "not a log of this gateway" in str(exc)
+    await gateways.close()
+    print(json.dumps({"pieces": pieces, "refused": refused}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(ray_address, fake_server, tmp_path):
+    """What a driver on another node fetches: each closed log, read in pieces, is the file the gateway
+    wrote; a path that is not one of its logs is refused."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "outside.txt").write_text("not for the driver")
+    done = subprocess.run([sys.executable, "-c", READ_LOG_SCRIPT, fake_server.openai_url, str(run)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["refused"]
+    assert sorted(relative.split("/")[0] for relative in out["pieces"]) == ["journal", "ledger"]
+    for relative, (size, text) in out["pieces"].items():
+        assert (run / relative).read_text() == text and len(text.encode()) == size
+    ledger = next(text for relative, (_, text) in out["pieces"].items() if relative.startswith("ledger/"))
+    assert [json.loads(line)["outcome"] for line in ledger.splitlines()].count("ok") == 3
