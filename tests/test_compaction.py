@@ -20,7 +20,7 @@ from prefray.engine.flow.journal import clean_leftovers
 from prefray.engine.flow.ownership import RunDirLock
 from prefray.engine.money.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
 from prefray.engine.results.store import (
-    ROW_GROUP_ROWS, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
+    ROW_GROUP_ROWS, SHARD_SCHEMA, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
 )
 from tests.conftest import ROOT
 
@@ -55,6 +55,19 @@ def test_compaction_keeps_every_row_once_in_one_zstd_file(tmp_path):
     assert set(after["unit_id"].to_pylist()) == expected
     assert after.equals(before)
     assert compact_folder(folder).written == 0  # nothing left to roll
+
+
+def test_a_shard_written_before_a_column_existed_is_compacted_with_that_column_null(tmp_path):
+    folder = job_dir(tmp_path, "b", "m", "c")
+    write_small_shards(folder, 2, 3)
+    older = pa.Table.from_pylist(unit_rows(6, 3)).select(["unit_id", "attempt", "stage", "status", "text"])
+    pq.write_table(older.cast(pa.schema([SHARD_SCHEMA.field(n) for n in older.column_names])), folder / "older.parquet")
+    compact_folder(folder)
+    (large,) = parquet_names(folder)
+    table = pq.read_table(folder / large).sort_by("unit_id")
+    assert table.schema.remove_metadata().equals(SHARD_SCHEMA)
+    assert table["text"].to_pylist() == [f"answer {i}" for i in range(9)]
+    assert table["input_tokens"].to_pylist() == [0, 1, 2, 3, 4, 5, None, None, None]
 
 
 def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):

@@ -89,6 +89,7 @@ def compact_paid(run_dir: Path) -> int:
             for path in lines:
                 for piece in _paid_pieces(path):
                     writer.write_table(piece.replace_schema_metadata(schema.metadata))
+        pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, final)
@@ -107,7 +108,7 @@ def _drop_absorbed(folder: Path, rolled: list[Path]) -> None:
             (folder / name).unlink(missing_ok=True)
 
 
-PIECE_BYTES = 8 * 2**20   # of JSON lines parsed at once: a ledger is rolled without holding it whole
+PIECE_BYTES = 2 * 2**20   # of JSON lines parsed at once: a ledger is rolled without holding it whole
 
 
 def _read_paid_file(path: Path) -> pa.Table:
@@ -127,7 +128,8 @@ def _paid_pieces(path: Path) -> Iterator[pa.Table]:
 def _parse_lines(lines: list[bytes]) -> pa.Table:
     options = pajson.ParseOptions(explicit_schema=PAID_SCHEMA, unexpected_field_behavior="ignore")
     try:
-        table = pajson.read_json(pa.BufferReader(b"".join(lines)), parse_options=options)
+        table = pajson.read_json(pa.BufferReader(b"".join(lines)), parse_options=options,
+                                 read_options=pajson.ReadOptions(use_threads=False))
         return table.select(PAID_SCHEMA.names).cast(PAID_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass

@@ -20,6 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,8 +147,8 @@ def absorbed_by(path: Path) -> list[str]:
 COMPACT_PREFIX = "compact-"
 ABSORBED_KEY = b"prefray.absorbed"
 ROW_GROUP_ROWS = 65_536
-ROW_GROUP_BYTES = 32 * 2**20     # of Arrow data: long answers close a row group early
-READ_BATCH_ROWS = 8_192
+ROW_GROUP_BYTES = 8 * 2**20      # of Arrow data: long answers close a row group early
+READ_BATCH_ROWS = 1_024
 FILE_ROWS = 16 * ROW_GROUP_ROWS    # a large file is full at ~1M rows; full files are left as they are
 READ_TRIES = 8
 _folder_locks: dict[Path, threading.Lock] = {}
@@ -247,13 +248,13 @@ def _merge(folder: Path, group: list[tuple[Path, int]]) -> Compaction:
 
 
 def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
-    """Stream `files` into one zstd Parquet file; returns the rows written. A row group closes at
-    ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of Arrow data, and the files are read one batch at a
-    time, so the memory this takes does not grow with the rows (the driver runs it mid-job)."""
-    source = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
+    """Stream `files` into one zstd Parquet file; returns the rows written. The files are read one
+    after another, a batch at a time, and a row group closes at ROW_GROUP_ROWS rows or
+    ROW_GROUP_BYTES of Arrow data, so the memory this takes does not grow with the rows (the driver
+    runs it mid-job). Reading file by file holds far less than a dataset scan of them all."""
     written, pending, rows, size = 0, [], 0, 0
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in source.to_batches(batch_size=READ_BATCH_ROWS, batch_readahead=1, fragment_readahead=1):
+        for batch in _shard_batches(files):
             pending.append(batch)
             rows += batch.num_rows
             size += batch.nbytes
@@ -265,6 +266,21 @@ def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
         os.fsync(handle.fileno())
     pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
     return written
+
+
+def _shard_batches(files: list[str]) -> Iterator[pa.RecordBatch]:
+    """Every row of `files` in SHARD_SCHEMA (a column an older shard lacks is null)."""
+    for name in files:
+        source = pq.ParquetFile(name)
+        for batch in source.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):
+            if batch.schema.equals(SHARD_SCHEMA):
+                yield batch
+            else:
+                columns = [batch.column(f.name) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+                           for f in SHARD_SCHEMA]
+                yield pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(columns, SHARD_SCHEMA)],
+                                                 schema=SHARD_SCHEMA)
+        source.close()
 
 
 def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
