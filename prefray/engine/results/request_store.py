@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -55,19 +56,51 @@ def read_requests(run_dir: Path, hashes: Iterable[str] | None = None, columns: l
     return dataset.to_table(filter=expr, columns=columns)
 
 
+class SeenDigests:
+    """A set of equal-length digests at their own size: one sorted numpy array of fixed-width bytes
+    (32 B a digest, no Python object each) and a small set of the latest, merged into it in bulk."""
+
+    MERGE_AT = 4096
+
+    def __init__(self, width: int, digests: Iterable[bytes] = ()):
+        self.dtype = np.dtype(f"S{width}")
+        self.sorted = np.unique(np.fromiter(digests, dtype=self.dtype))
+        self.recent: set[bytes] = set()
+
+    def __contains__(self, digest: bytes) -> bool:
+        if digest in self.recent:
+            return True
+        at = int(np.searchsorted(self.sorted, digest))
+        # numpy reads a fixed-width value back without trailing zero bytes: compare it the same way
+        return at < len(self.sorted) and self.sorted[at] == digest.rstrip(b"\0")
+
+    def __len__(self) -> int:
+        return len(self.sorted) + len(self.recent)
+
+    def update(self, digests: Iterable[bytes]) -> None:
+        self.recent.update(digests)
+        if len(self.recent) >= self.MERGE_AT:
+            merged = np.concatenate([self.sorted, np.fromiter(self.recent, dtype=self.dtype)])
+            self.sorted = np.unique(merged)
+            self.recent.clear()
+
+
+DIGEST_BYTES = 32   # request hashes are sha256 (engine/types.py: ChatRequest.prompt_hash)
+
+
 class RequestStore:
-    """Writes each distinct request of a run once (the driver keeps the hashes it has seen, as raw
-    digest bytes: half the memory of the hex text)."""
+    """Writes each distinct request of a run once (the driver keeps the digests it has seen, packed
+    in a numpy array: 32 bytes a request rather than a Python object each)."""
 
     def __init__(self, run_dir: Path):
         self.folder = requests_dir(run_dir)
         self.run_dir = Path(run_dir)
-        self._known: set[bytes] | None = None
+        self._known: SeenDigests | None = None
 
-    def _seen(self) -> set[bytes]:
+    def _seen(self) -> SeenDigests:
         if self._known is None:
-            stored = read_requests(self.run_dir, columns=["request_hash"])["request_hash"].to_pylist()
-            self._known = {bytes.fromhex(h) for h in stored}
+            stored = read_requests(self.run_dir, columns=["request_hash"])["request_hash"]
+            self._known = SeenDigests(DIGEST_BYTES, (bytes.fromhex(h) for h in stored.to_pylist()))
         return self._known
 
     def add(self, model_id: str, requests: Iterable[ChatRequest]) -> None:
