@@ -66,6 +66,16 @@ def node_ip(address: str | None) -> str | None:
     return None
 
 
+def use_system_allocator() -> None:
+    """Give the driver's Arrow memory to the C library's allocator. Arrow's default (mimalloc) keeps
+    the pages it frees, so every compaction and every read of stored rows left the driver larger
+    (bench/driver_rss.py: 1.33× from 10k to 50k calls, 1.16× with this); the C library's heap is
+    trimmed when compaction hands its pages back (`MemoryPool.release_unused`)."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def start_ray() -> None:
     import ray
 
@@ -137,6 +147,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
                run_settings: dict[str, Any] | None) -> int:
     from prefray.engine.flow.journal import clean_leftovers, fold_away, load_replay
 
+    use_system_allocator()
     clean_leftovers(options.run_dir)
     replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
