@@ -55,6 +55,8 @@ from pathlib import Path
 from prefray.engine.benchmark import load_benchmark
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.results.plots import figure_specs, write_plots
+from prefray.engine.flow.session import use_system_allocator
+use_system_allocator()   # as prefray.launch does before its run
 names = sys.argv[2].split(",")
 settings = {n: yaml.safe_load(Path("conf/benchmark", n + ".yaml").read_text()) for n in names}
 benchmarks = {n: load_benchmark(settings[n]["impl"]) for n in names}

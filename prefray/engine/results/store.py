@@ -271,16 +271,15 @@ def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
 def _shard_batches(files: list[str]) -> Iterator[pa.RecordBatch]:
     """Every row of `files` in SHARD_SCHEMA (a column an older shard lacks is null)."""
     for name in files:
-        source = pq.ParquetFile(name)
-        for batch in source.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):
-            if batch.schema.equals(SHARD_SCHEMA):
-                yield batch
-            else:
-                columns = [batch.column(f.name) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
-                           for f in SHARD_SCHEMA]
-                yield pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(columns, SHARD_SCHEMA)],
-                                                 schema=SHARD_SCHEMA)
-        source.close()
+        with pq.ParquetFile(name) as source:
+            for batch in source.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):
+                yield batch if batch.schema.equals(SHARD_SCHEMA) else _conformed(batch)
+
+
+def _conformed(batch: pa.RecordBatch) -> pa.RecordBatch:
+    columns = [batch.column(f.name).cast(f.type) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+               for f in SHARD_SCHEMA]
+    return pa.RecordBatch.from_arrays(columns, schema=SHARD_SCHEMA)
 
 
 def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
