@@ -37,6 +37,7 @@ def run_dir_problem(run_dir: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     from prefray.engine.flow.journal import clean_leftovers
     from prefray.engine.money.paid import compact_paid
+    from prefray.engine.results.request_store import compact_requests
     from prefray.engine.results.store import compact_run, job_folders, shard_files
 
     run_dir = parse_args(argv)
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         before = len(shard_files(run_dir))
         done = compact_run(run_dir)
         ledgers = compact_paid(run_dir)
+        requests = compact_requests(run_dir)
         after = len(shard_files(run_dir))
     except (OSError, pa.ArrowException, RuntimeError) as exc:
         print(f"prefray: compaction of {run_dir} stopped: {type(exc).__name__}: {exc}; folders compacted "
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         lock.release()
     print(f"prefray: compacted {run_dir}: {before} → {after} Parquet file(s) in {len(job_folders(run_dir))} "
           f"job folder(s); {done.rows} row(s) rewritten from {done.absorbed} file(s); {ledgers} paid-record "
-          "file(s) rolled into one")
+          f"file(s) rolled into one; {requests.absorbed} request file(s) rolled into {requests.written}")
     return EXIT_OK
 
 

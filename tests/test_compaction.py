@@ -19,6 +19,8 @@ import pytest
 from prefray.engine.flow.journal import clean_leftovers
 from prefray.engine.flow.ownership import RunDirLock
 from prefray.engine.money.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
+from prefray.engine.results.request_store import RequestStore, read_requests
+from prefray.engine.types import ChatRequest
 from prefray.engine.results.store import (
     ROW_GROUP_ROWS, SHARD_SCHEMA, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
 )
@@ -173,9 +175,14 @@ def test_compact_command_rolls_an_older_run(tmp_path):
     expected = set()
     for model in ("m1", "m2"):
         expected |= {f"{model}/{u}" for u in write_small_shards(job_dir(tmp_path, "b", model, "c"), 9, 4)}
+    questions = [ChatRequest(messages=({"role": "user", "content": f"q{n}"},)) for n in range(6)]
+    RequestStore(tmp_path).add("m", questions[:3])
+    RequestStore(tmp_path).add("m", questions[3:])
     done = compact_cli(str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "18 → 2 Parquet file(s) in 2 job folder(s); 72 row(s)" in done.stdout
+    assert "2 request file(s) rolled into 1" in done.stdout
+    assert sorted(read_requests(tmp_path)["request_hash"].to_pylist()) == sorted(q.prompt_hash("m") for q in questions)
     table = ds.dataset(tmp_path / "shards", format="parquet").to_table()
     found = [f"{path.split('model=')[1].split('/')[0]}/{u}"
              for path in shard_files(tmp_path) for u in pq.read_table(path)["unit_id"].to_pylist()]
@@ -209,6 +216,11 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
     stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
     assert stored[0].equals(stored[1])
+    # the request store too: one file per shard that sent something new, rolled into one at the end
+    requests = [read_requests(run).sort_by("request_hash") for run in (rolled, plain)]
+    assert requests[0].equals(requests[1]) and requests[0].num_rows > 4
+    assert [p.name[:8] for p in (rolled / "requests").iterdir()] == ["compact-"]
+    assert len(list((plain / "requests").iterdir())) > 1
 
 
 def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):

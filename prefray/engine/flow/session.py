@@ -18,6 +18,7 @@ from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.calls.gateway import NAMESPACE
 from prefray.engine.results.manifest import append_manifest
+from prefray.engine.results.request_store import compact_requests
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
 from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
 
@@ -173,6 +174,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
               f"{type(error).__name__}: {error}", file=sys.stderr)
     if options.compact:
         compact_paid(options.run_dir)   # every gateway has handed its paid record over
+        compact_requests(options.run_dir)
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
     warn_budget(budget)
     if crashed:

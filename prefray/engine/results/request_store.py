@@ -1,6 +1,7 @@
 """What was sent: every distinct request of a run, stored once, linked from rows by `request_hash`.
 
-Layout: RUN_DIR/requests/requests-<digest>.parquet, written atomically like shards. A request's hash
+Layout: RUN_DIR/requests/requests-<digest>.parquet, written atomically like shards and compacted
+like them when a run's calls are over (compact-<digest>.parquet). A request's hash
 covers everything that was sent except the sample's seed (the seed is on the row), so the 20
 samples of one prompt share one stored copy. Read the folder with `read_requests`.
 """
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from prefray.engine.results.store import Compaction, compact_folder
 from prefray.engine.types import ChatRequest
 
 REQUEST_SCHEMA = pa.schema([
@@ -54,6 +56,12 @@ def read_requests(run_dir: Path, hashes: Iterable[str] | None = None, columns: l
     dataset = ds.dataset(files, format="parquet", schema=REQUEST_SCHEMA)
     expr = None if hashes is None else ds.field("request_hash").isin(list(hashes))
     return dataset.to_table(filter=expr, columns=columns)
+
+
+def compact_requests(run_dir: Path) -> Compaction:
+    """Roll the store's files (one per shard that sent a new request) into large ones, as shards are."""
+    folder = requests_dir(run_dir)
+    return compact_folder(folder, schema=REQUEST_SCHEMA) if folder.is_dir() else Compaction()
 
 
 class SeenDigests:

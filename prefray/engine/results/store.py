@@ -185,10 +185,11 @@ def drop_absorbed(root: Path) -> int:
     return removed
 
 
-def compact_folder(folder: Path, small_only: bool = False) -> Compaction:
+def compact_folder(folder: Path, small_only: bool = False, schema: pa.Schema = SHARD_SCHEMA) -> Compaction:
     """Roll the shards of one job folder into large files, each written atomically before the
     files it absorbed are deleted. `small_only` rolls only small shards (while the job runs);
-    otherwise large files that are not full are merged too. Writers may add shards meanwhile."""
+    otherwise large files that are not full are merged too. Writers may add shards meanwhile.
+    `schema`: the files' schema (the run's request store is compacted the same way)."""
     folder = Path(folder)
     with _folder_lock(folder):
         drop_absorbed(folder)
@@ -196,7 +197,7 @@ def compact_folder(folder: Path, small_only: bool = False) -> Compaction:
         done = Compaction()
         for group in _groups(inputs):
             if len(group) > 1:
-                done += _merge(folder, group)
+                done += _merge(folder, group, schema)
         return done
 
 
@@ -227,13 +228,13 @@ def _groups(inputs: list[tuple[Path, int]]) -> list[list[tuple[Path, int]]]:
     return groups
 
 
-def _merge(folder: Path, group: list[tuple[Path, int]]) -> Compaction:
+def _merge(folder: Path, group: list[tuple[Path, int]], base: pa.Schema) -> Compaction:
     names = [path.name for path, _ in group]
     expected = sum(rows for _, rows in group)
     digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:16]
     final = folder / f"{COMPACT_PREFIX}{digest}.parquet"
     temp = folder / f".{final.name}.{os.getpid()}.tmp"
-    schema = SHARD_SCHEMA.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
+    schema = base.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
     try:
         written = _write_large(temp, schema, [str(path) for path, _ in group])
         if written != expected:
@@ -254,38 +255,38 @@ def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
     runs it mid-job). Reading file by file holds far less than a dataset scan of them all."""
     written, pending, rows, size = 0, [], 0, 0
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in _shard_batches(files):
+        for batch in _batches(files, schema.remove_metadata()):
             pending.append(batch)
             rows += batch.num_rows
             size += batch.nbytes
             if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                written += _flush(writer, pending)
+                written += _flush(writer, pending, schema)
                 pending, rows, size = [], 0, 0
-        written += _flush(writer, pending)
+        written += _flush(writer, pending, schema)
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
     pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
     return written
 
 
-def _shard_batches(files: list[str]) -> Iterator[pa.RecordBatch]:
-    """Every row of `files` in SHARD_SCHEMA (a column an older shard lacks is null)."""
+def _batches(files: list[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Every row of `files` in `schema` (a column an older file lacks is null)."""
     for name in files:
         with pq.ParquetFile(name) as source:
             for batch in source.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):
-                yield batch if batch.schema.equals(SHARD_SCHEMA) else _conformed(batch)
+                yield batch if batch.schema.equals(schema) else _conformed(batch, schema)
 
 
-def _conformed(batch: pa.RecordBatch) -> pa.RecordBatch:
+def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     columns = [batch.column(f.name).cast(f.type) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
-               for f in SHARD_SCHEMA]
-    return pa.RecordBatch.from_arrays(columns, schema=SHARD_SCHEMA)
+               for f in schema]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
+def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch], schema: pa.Schema) -> int:
     if not batches:
         return 0
-    table = pa.Table.from_batches(batches, schema=SHARD_SCHEMA)
+    table = pa.Table.from_batches(batches, schema=schema.remove_metadata())
     writer.write_table(table, row_group_size=table.num_rows)
     return table.num_rows
 
