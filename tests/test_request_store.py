@@ -18,7 +18,7 @@ def test_seen_digests_answer_like_a_set_across_merges_and_trailing_zero_bytes(mo
     reference: set[bytes] = set(digests[:50])
     seen = SeenDigests(32, digests[:50])
     for start in range(50, len(digests), 5):
-        batch = digests[start:start + 5]
+        batch = digests[start:start + 5] + [rng.choice(digests[:start])]     # one already seen
         probes = batch + [rng.choice(digests) for _ in range(5)]
         assert [p in seen for p in probes] == [p in reference for p in probes]
         seen.update(batch)

@@ -86,7 +86,7 @@ class SeenDigests:
         return len(self.sorted) + len(self.recent)
 
     def update(self, digests: Iterable[bytes]) -> None:
-        self.recent.update(digests)
+        self.recent.update([digest for digest in digests if digest not in self])
         if len(self.recent) >= self.MERGE_AT:
             merged = np.concatenate([self.sorted, np.fromiter(self.recent, dtype=self.dtype)])
             self.sorted = np.unique(merged)
