@@ -88,7 +88,7 @@ def compact_paid(run_dir: Path) -> int:
         with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
             for path in lines:
                 for piece in _paid_pieces(path):
-                    writer.write_table(piece.replace_schema_metadata(schema.metadata))
+                    writer.write_table(piece)
         pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())

@@ -253,16 +253,17 @@ def _write_large(path: Path, schema: pa.Schema, files: list[str]) -> int:
     after another, a batch at a time, and a row group closes at ROW_GROUP_ROWS rows or
     ROW_GROUP_BYTES of Arrow data, so the memory this takes does not grow with the rows (the driver
     runs it mid-job). Reading file by file holds far less than a dataset scan of them all."""
+    plain = schema.remove_metadata()
     written, pending, rows, size = 0, [], 0, 0
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in _batches(files, schema.remove_metadata()):
+        for batch in _batches(files, plain):
             pending.append(batch)
             rows += batch.num_rows
             size += batch.nbytes
             if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-                written += _flush(writer, pending, schema)
+                written += _flush(writer, pending, plain)
                 pending, rows, size = [], 0, 0
-        written += _flush(writer, pending, schema)
+        written += _flush(writer, pending, plain)
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
     pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
@@ -286,7 +287,7 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 def _flush(writer: pq.ParquetWriter, batches: list[pa.RecordBatch], schema: pa.Schema) -> int:
     if not batches:
         return 0
-    table = pa.Table.from_batches(batches, schema=schema.remove_metadata())
+    table = pa.Table.from_batches(batches, schema=schema)
     writer.write_table(table, row_group_size=table.num_rows)
     return table.num_rows
 
