@@ -1,4 +1,4 @@
-"""python -m prefray.view RUN_DIR [--port P] [--export FILE.html]"""
+"""python -m prefray.view RUN_DIR [--port P] [--allow-host NAME] [--export FILE.html]"""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8770, help="port on 127.0.0.1 (default 8770)")
     parser.add_argument("--export", type=Path, metavar="FILE.html",
                         help="write one self-contained HTML file instead of serving")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests whose Host header is NAME (or NAME:PORT), e.g. behind a "
+                             "proxy; repeatable (default: only 127.0.0.1, localhost and [::1] with the port)")
     args = parser.parse_args(argv)
     args.run_dir = local_copy(args.run_dir)
     if args.run_dir is None:
@@ -33,14 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from prefray.view.server import serve
 
-    serve(RunData(args.run_dir, wait_s=WAIT_S), args.port)
+    serve(RunData(args.run_dir, wait_s=WAIT_S), args.port, tuple(args.allow_host))
     return 0
 
 
 def local_copy(location: str) -> Path | None:
     """The run dir to read: `location` itself, or a URI run dir pulled into its staging folder (a
     snapshot: pull again by starting the viewer again). None after printing why it cannot be read."""
-    from prefray.engine.results.remote import is_uri, reach_problem, staged_run
+    from prefray.engine.rundir.remote import is_uri, reach_problem, staged_run
 
     if not is_uri(location):
         return Path(location)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.results.store import SHARD_SCHEMA, job_dir
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.view.index import PREVIEW_CHARS, SOURCE_COLUMNS, JobIndex, shard_files, signature, texts
 from prefray.view.index import load as load_index
 
@@ -33,6 +34,12 @@ RATIONALE = re.compile(r'"rationale": "(?:[^"\\]|\\.)*"(, )?')
 MAX_FACET_VALUES = 40
 MAX_DISTINCT_JSON = 5000
 PLOT_SUFFIXES = (".svg", ".png")
+LISTING_S = 1.0  # the run's listing of job folders and figures is read again after this long
+FILTER_COLUMNS = {"stage", "role", "status", "cause"}
+
+
+class UnknownCell(LookupError):
+    """A request named something the run does not have (a cell, a filter value, a figure)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class Cell:
     model: str
     condition: str
     judge: str = ""
+
+
+Job = tuple[str, str, str]  # benchmark, model, condition: one folder of shards
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class CellQuery:
     q: str = ""         # case-insensitive text search in answers
     page: int = 0
 
-    def with_page(self, page: int) -> "CellQuery":
+    def with_page(self, page: int) -> CellQuery:
         return replace(self, page=max(0, page))
 
 
@@ -124,6 +134,7 @@ class RunData:
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory not found: {self.run_dir}")
         self.wait_s = wait_s
+        self._listed: tuple[float, dict[Job, Path], dict[str, Path]] | None = None
         self._indexes: dict[Path, tuple[str, JobIndex]] = {}
         self._building: dict[tuple[Path, str], Future] = {}
         self._facets: dict[Cell, Facets] = {}
@@ -140,22 +151,39 @@ class RunData:
         path = self.run_dir / "deltas.parquet"
         return pq.read_table(path) if path.exists() else pa.table({})
 
+    def _listing(self) -> tuple[dict[Job, Path], dict[str, Path]]:
+        """The run's own job folders (shards/benchmark=*/model=*/condition=*) and figure files
+        (plots/*.svg|png), listed from the disk and read again after LISTING_S. Every path the
+        viewer reads comes from here or from a job's index: never from a request's text."""
+        now = time.monotonic()
+        if self._listed is not None and now - self._listed[0] < LISTING_S:
+            return self._listed[1], self._listed[2]
+        jobs: dict[Job, Path] = {}
+        for folder in sorted((self.run_dir / "shards").glob("benchmark=*/model=*/condition=*")):
+            if folder.is_dir():
+                key = tuple(part.split("=", 1)[1] for part in (folder.parent.parent.name, folder.parent.name,
+                                                               folder.name))
+                jobs[key] = folder
+        figures: dict[str, Path] = {}
+        plots = self.run_dir / "plots"
+        if plots.is_dir():
+            figures = {p.name: p for p in sorted(plots.iterdir())
+                       if p.suffix in PLOT_SUFFIXES and not p.name.startswith(".") and p.is_file()}
+        self._listed = (now, jobs, figures)
+        return jobs, figures
+
     def plots(self) -> list[Path]:
         """One file per figure under plots/ (SVG preferred when both formats exist)."""
-        folder = self.run_dir / "plots"
-        if not folder.is_dir():
-            return []
         by_stem: dict[str, Path] = {}
-        for path in sorted(folder.iterdir()):
-            if path.suffix in PLOT_SUFFIXES and not path.name.startswith("."):
-                current = by_stem.get(path.stem)
-                if current is None or PLOT_SUFFIXES.index(path.suffix) < PLOT_SUFFIXES.index(current.suffix):
-                    by_stem[path.stem] = path
+        for path in self._listing()[1].values():
+            current = by_stem.get(path.stem)
+            if current is None or PLOT_SUFFIXES.index(path.suffix) < PLOT_SUFFIXES.index(current.suffix):
+                by_stem[path.stem] = path
         return [by_stem[s] for s in sorted(by_stem)]
 
     def plot_file(self, name: str) -> Path | None:
-        path = self.run_dir / "plots" / name
-        return path if "/" not in name and path.suffix in PLOT_SUFFIXES and path.is_file() else None
+        """The figure file the run's plots/ listing has under exactly this name."""
+        return self._listing()[1].get(name)
 
     def cells(self) -> list[Cell]:
         """Every cell with metrics, plus every job folder (judge "") that has none."""
@@ -165,15 +193,45 @@ class RunData:
             for row in metrics.select(["benchmark", "model", "condition", "judge"]).to_pylist():
                 found.add(Cell(row["benchmark"], row["model"], row["condition"], row["judge"] or ""))
         jobs = {(c.benchmark, c.model, c.condition) for c in found}
-        for folder in sorted((self.run_dir / "shards").glob("benchmark=*/model=*/condition=*")):
-            key = tuple(part.split("=", 1)[1] for part in (folder.parent.parent.name, folder.parent.name, folder.name))
+        for key in self._listing()[0]:
             if key not in jobs:
                 found.add(Cell(*key))
         return sorted(found, key=lambda c: (c.benchmark, c.model, c.condition, c.judge))
 
+    def lookup(self, benchmark: str, model: str, condition: str, judge: str = "") -> Cell:
+        """The run's own cell with these keys: a job folder of the run, and a judge its metrics or
+        its stored rows name ("" = every row of the job). UnknownCell otherwise."""
+        cell = Cell(benchmark, model, condition, judge)
+        self.folder(cell)
+        if judge and cell not in self.cells():
+            index = self.index(Cell(benchmark, model, condition))
+            if index is None or judge not in set(index.table["judge"].unique().to_pylist()):
+                raise UnknownCell(f"this cell has no judge {judge!r}")
+        return cell
+
+    def check_filters(self, query: CellQuery) -> None:
+        """UnknownCell unless each filter's value is one the cell's rows have (checked once the
+        job's index is built; the text search `q` is free text)."""
+        facets = self.facets(query.cell)
+        if not facets.columns:
+            return
+        for name in sorted(FILTER_COLUMNS):
+            value = getattr(query, name)
+            if value and value not in {v for v, _ in facets.columns.get(name, [])}:
+                raise UnknownCell(f"no row of this cell has {name} {value!r}")
+        for name in ("verdict", "meta"):
+            value = getattr(query, name)
+            if value and value not in {v for v, _ in getattr(facets, name)}:
+                raise UnknownCell(f"{name} {value!r} is not one of this cell's filter choices")
+
     # -- a cell's units -------------------------------------------------------------------------
     def folder(self, cell: Cell) -> Path:
-        return job_dir(self.run_dir, cell.benchmark, cell.model, cell.condition)
+        """The job folder of the cell, as the run's listing has it (UnknownCell when it has none)."""
+        folder = self._listing()[0].get((cell.benchmark, cell.model, cell.condition))
+        if folder is None:
+            raise UnknownCell(f"this run has no stored rows for benchmark {cell.benchmark!r}, model "
+                              f"{cell.model!r}, condition {cell.condition!r}")
+        return folder
 
     def index(self, cell: Cell) -> JobIndex | None:
         """The job's unit index; None while it is being built in the background (see wait_s)."""
@@ -193,7 +251,8 @@ class RunData:
         with self._lock:
             self._building.pop((folder, stamp), None)
             self._indexes[folder] = (stamp, built)
-            self._facets = {c: f for c, f in self._facets.items() if self.folder(c) != folder}
+            job = (cell.benchmark, cell.model, cell.condition)
+            self._facets = {c: f for c, f in self._facets.items() if (c.benchmark, c.model, c.condition) != job}
         return built
 
     @staticmethod

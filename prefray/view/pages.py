@@ -14,6 +14,7 @@ from prefray.view.html import esc, interval, layout, link, number, select, statu
 
 MIME = {".svg": "image/svg+xml", ".png": "image/png"}
 CELL_KEYS = ("benchmark", "model", "condition", "judge")
+MAX_LINKED = 200  # linked rows shown on a unit's page (a page stays bounded however many judges ran)
 
 
 def cell_url(cell: Cell, **filters: Any) -> str:
@@ -268,12 +269,14 @@ def unit_html(data: RunData, cell: Cell, unit_id: str) -> str | None:
         return None
     row = attempts[-1]
     linked = data.linked_rows(cell, row["instance_id"], row["sample"])
-    requests = data.requests([r["request_hash"] for r in linked + attempts])
     others = [r for r in linked if r["unit_id"] != unit_id]
-    judged = [r for r in others if r["role"] != "subject"]
+    shown = others[:MAX_LINKED]
+    requests = data.requests([r["request_hash"] for r in shown + attempts])
+    judged = [r for r in shown if r["role"] != "subject"]
     parts = [f'<p class="muted">instance {esc(row["instance_id"])}, sample {esc(row["sample"])}: '
              f"{len(attempts)} attempt(s) of this unit; {len(others)} linked row(s) of the same instance and sample "
-             "(generation and judge rows).</p>"]
+             "(generation and judge rows)" + (f"; the first {MAX_LINKED} are shown" if len(others) > MAX_LINKED
+                                             else "") + ".</p>"]
     parts += [_row_block(cell, a, requests, current=(a is row)) for a in attempts]
     if judged:
         verdicts = []
@@ -286,5 +289,5 @@ def unit_html(data: RunData, cell: Cell, unit_id: str) -> str | None:
         parts += ["<h2>Judge rows of this instance and sample</h2>",
                   table(["stage", "judge", "item", "about", "status", "verdict", "rationale"], verdicts)]
     if others:
-        parts += ["<h2>Linked rows</h2>", "".join(_row_block(cell, r, requests, current=False) for r in others)]
+        parts += ["<h2>Linked rows</h2>", "".join(_row_block(cell, r, requests, current=False) for r in shown)]
     return layout(f"unit {unit_id[:12]} · {row['stage']}", "".join(parts), nav(cell))
