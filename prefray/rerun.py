@@ -1,150 +1,16 @@
-"""`python -m prefray.rerun RUN_DIR [causes=rate_limit,timeout,...] [run.KEY=VALUE] [model.KEY=VALUE]`
-
-Runs again only the units of RUN_DIR that ended failed or skipped (optionally only those with the
-given causes), prints the estimate first, respects the budget, keeps earlier attempts (each row
-carries its attempt number) and recomputes the metrics over the best attempt of every unit.
-`model.KEY=VALUE` / `judge.KEY=VALUE` change only where and how fast calls go (base_url,
-api_key_env, rpm, tpm, max_concurrency, timeout_s, max_wait_s, max_attempts), never results.
-Causes: rate_limit, timeout, server_error, connection, bad_response, client_error, auth,
-model_not_found, parse_error, budget.
-"""
+"""`python -m prefray.rerun ...`: the `prefray rerun` command (prefray.app.rerun); `--help` shows its usage."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
-from typing import Any
 
-from prefray.engine.failures import NO_ANSWER_CAUSES
-from prefray.engine.flow.runner import ALL_CAUSES
-from prefray.engine.config.sweep import SweepError
-
-# A rerun finishes units with no answer by default. The evaluated model's own failures
-# (parse_error, context_overflow) are scored as they are: asking again until an answer parses would
-# pick the model's lucky samples; `causes=parse_error` asks again explicitly (e.g. for judges).
-RERUN_CAUSES = ALL_CAUSES
-DEFAULT_RERUN_CAUSES = NO_ANSWER_CAUSES
-from prefray.launch import (
-    EXIT_CONFIG, ConfigProblems, build_job, check_distinct, conf_dir, load_benchmarks, refuse, validate,
-)
-
-
-def run_location(value: str) -> Path | str:
-    """A local run dir, or a URI (s3://bucket/prefix, ...) kept as given."""
-    from prefray.engine.results.remote import is_uri
-
-    return value if is_uri(value) else Path(value)
-
-
-def staging_setting(overrides: list[str]) -> dict[str, Any]:
-    """The run settings that decide where a URI run dir is staged (from run.KEY=VALUE overrides)."""
-    import yaml
-
-    run: dict[str, Any] = {}
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key in ("run.staging_dir", "run.cache", "run.cache_dir"):
-            run[key.removeprefix("run.")] = yaml.safe_load(value)
-    return run
-
-
-def parse_args(argv: list[str] | None) -> tuple[Path | str, frozenset[str], list[str]]:
-    parser = argparse.ArgumentParser(prog="python -m prefray.rerun", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=run_location)
-    parser.add_argument("settings", nargs="*", help="causes=a,b, run.KEY=VALUE and model.KEY=VALUE settings")
-    args = parser.parse_args(argv)
-    causes, rest = DEFAULT_RERUN_CAUSES, []
-    for setting in args.settings:
-        if setting.startswith("causes="):
-            causes = frozenset(c for c in setting.removeprefix("causes=").split(",") if c)
-            unknown = sorted(causes - RERUN_CAUSES)
-            if unknown:
-                raise SweepError(f"unknown cause(s) {unknown}; choose among {sorted(RERUN_CAUSES)}")
-        else:
-            rest.append(setting)
-    return args.run_dir, causes, rest
-
-
-def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None,
-            location: Path | str | None = None):
-    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge); `run_dir`
-    is where the run's files are (the staging mirror of `location` when that is a URI)."""
-    from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
-    from prefray.engine.config.preflight import preflight
-
-    try:
-        configs = recorded_configs(run_dir)
-        apply_run_overrides(configs, overrides, location or run_dir)
-    except (FileNotFoundError, ValueError) as exc:
-        raise SweepError(str(exc)) from None
-    if replace_judge is not None:
-        configs = [{**cfg, "judge": replace_judge} for cfg in configs]
-    conf = conf_dir()
-    validate(configs, conf)
-    jobs = [build_job(cfg, conf) for cfg in configs]
-    check_distinct(jobs)
-    benchmarks = load_benchmarks(configs)
-    instances, errors = preflight(jobs, benchmarks)
-    if errors:
-        raise ConfigProblems(errors)
-    return configs, jobs, benchmarks, instances
-
-
-def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any],
-                      location: Path | str | None = None) -> int:
-    from prefray.engine.money.estimate import print_estimate, simulate, summarize
-    from prefray.engine.flow.session import SweepOptions, run_sweep
-
-    options = SweepOptions.from_config(run_dir, configs[0]["run"], location=str(location or run_dir))
-    cache = options.open_cache()
-    rows = simulate(jobs, benchmarks, instances, run_dir,
-                    {"shard_size": options.shard_size, "cache": cache, **run_settings,
-                     "output_ratio": configs[0]["run"].get("estimate_output_ratio", 0.5)})
-    if cache is not None:
-        cache.close()
-    print_estimate(summarize(rows, jobs))
-    return run_sweep(options, configs, jobs, benchmarks, instances, run_settings)
+from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        location, causes, overrides = parse_args(argv)
-    except SweepError as exc:
-        print(f"prefray: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    return on_run_dir(location, overrides, lambda run_dir: rerun(run_dir, location, causes, overrides))
-
-
-def on_run_dir(location: Path | str, overrides: list[str], work) -> int:
-    """`work(local run dir)` on the run dir itself, or on the staging mirror of a URI run dir (pulled
-    first, leased while it runs, pushed back at the end)."""
-    from prefray.engine.flow.ownership import RunDirBusy
-    from prefray.engine.results.remote import is_uri, reach_problem, staged_run
-
-    problem = reach_problem("run dir", str(location)) if is_uri(location) else None
-    if problem:
-        return refuse([problem])
-    try:
-        with staged_run(location, staging_setting(overrides)) as run_dir:
-            return work(run_dir)
-    except RunDirBusy as exc:
-        return refuse([str(exc)])
-
-
-def rerun(run_dir: Path, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
-    try:
-        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, location=location)
-    except ConfigProblems as exc:
-        return refuse(exc.problems)
-    except SweepError as exc:
-        print(f"prefray: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"rerun_causes": causes}, location)
+    """The exit code of `python -m prefray.rerun *argv` (default: sys.argv[1:]), in this process."""
+    return app.main("rerun", argv)
 
 
 if __name__ == "__main__":
-    from prefray.engine.flow.exits import run_cli
-
-    sys.exit(run_cli(main, "rerun"))
+    sys.exit(app.run("rerun"))

@@ -1,48 +1,16 @@
-"""`python -m prefray.upload RUN_DIR DEST` — copy a run directory to object storage.
-
-DEST is any location pyarrow's filesystems understand: `s3://bucket/prefix`, `gs://bucket/prefix`,
-`hdfs://…` or a local path. Credentials come from the environment as each store's own client reads
-them (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL). Everything
-under RUN_DIR is copied (shards, manifest, metrics, request store, cache); files already at DEST are
-overwritten, so copying again after a resumed run brings DEST up to date.
-"""
+"""`python -m prefray.upload ...`: the `prefray upload` command (prefray.app.upload); `--help` shows its usage."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-
-def destination(uri: str):
-    from pyarrow import fs
-
-    if "://" not in uri:
-        uri = str(Path(uri).resolve())
-    return fs.FileSystem.from_uri(uri)
+from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m prefray.upload", description=__doc__)
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("dest")
-    args = parser.parse_args(argv)
-    if not args.run_dir.is_dir():
-        print(f"prefray: run dir {args.run_dir} does not exist", file=sys.stderr)
-        return 2
-    from pyarrow import ArrowException, fs
-
-    try:
-        dest_fs, dest_path = destination(args.dest)
-        dest_fs.create_dir(dest_path, recursive=True)
-        fs.copy_files(str(args.run_dir.resolve()), dest_path, source_filesystem=fs.LocalFileSystem(),
-                      destination_filesystem=dest_fs)
-    except (ArrowException, OSError, ValueError) as exc:
-        print(f"prefray: cannot copy {args.run_dir} to {args.dest}: {exc}", file=sys.stderr)
-        return 1
-    print(f"prefray: copied {args.run_dir} to {args.dest}")
-    return 0
+    """The exit code of `python -m prefray.upload *argv` (default: sys.argv[1:]), in this process."""
+    return app.main("upload", argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(app.run("upload"))

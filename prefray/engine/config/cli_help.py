@@ -86,7 +86,7 @@ def run_settings(conf: Path) -> list[str]:
 
 
 def _summary(module: str) -> str:
-    spec = importlib.util.find_spec(f"prefray.{module}")
+    spec = importlib.util.find_spec(f"prefray.app.{module}")  # the command's own docstring
     if spec is None or not spec.origin:
         return FALLBACK.get(module, f"python -m prefray.{module}")
     doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or f"python -m prefray.{module}"

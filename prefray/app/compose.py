@@ -1,0 +1,162 @@
+"""A sweep from Hydra overrides: compose `conf/config.yaml` per job, check it, build the jobs.
+
+Used by `launch` and `plan` (overrides from the command line) and by `rerun` and `rejudge` (the
+configs a run recorded in its manifest). Every refusal is a `SweepError` whose text is the line shown.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from prefray.engine.benchmark import Benchmark, Job, load_benchmark
+from prefray.engine.config.sweep import JobChoice, SweepError, expand
+from prefray.engine.types import ModelSpec
+
+
+class ConfigProblems(SweepError):
+    """Values the schema refuses (or preflight finds): one line each, naming key, value and what is allowed."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def conf_dir() -> Path:
+    """The config tree: $PREFRAY_CONF, else the repository's `conf/`."""
+    return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[2] / "conf")
+
+
+def compose_sweep(overrides: list[str], multirun: bool) -> tuple[list[dict[str, Any]], list[Job], dict[str, Benchmark]]:
+    """The resolved config, the job and the loaded benchmark of every job of the sweep, checked."""
+    conf = conf_dir()
+    configs = compose_configs(expand(overrides, conf, multirun), conf)
+    jobs = checked_jobs(configs, conf)
+    return configs, jobs, load_benchmarks(configs)
+
+
+def checked_jobs(configs: list[dict[str, Any]], conf: Path) -> list[Job]:
+    """The jobs of composed (or recorded) configs, after the schema and the distinct-jobs checks."""
+    validate(configs, conf)
+    jobs = [build_job(cfg, conf) for cfg in configs]
+    check_distinct(jobs)
+    return jobs
+
+
+def compose_configs(choices: list[JobChoice], conf: Path) -> list[dict[str, Any]]:
+    return compose_overrides([choice.as_overrides() for choice in choices], conf)
+
+
+def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[str, Any]]:
+    """Compose `conf/config.yaml` once per override list, resolved to plain dicts."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    configs = []
+    with initialize_config_dir(str(conf), version_base="1.3"):
+        for overrides in override_lists:
+            try:
+                cfg = compose(config_name="config", overrides=overrides)
+                configs.append(OmegaConf.to_container(cfg, resolve=True))
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise SweepError(f"{' '.join(overrides)}: {exc}".replace("\n", " ")) from None
+    return configs
+
+
+def compose_judge(overrides: list[str], conf: Path) -> dict[str, Any]:
+    """The resolved judge config for `judge=NAME` plus `judge.KEY=VALUE` overrides."""
+    judge = compose_overrides([overrides], conf)[0]["judge"]
+    model_spec(judge, " ".join(overrides))
+    return judge
+
+
+def model_spec(cfg: dict[str, Any], where: str) -> ModelSpec:
+    try:
+        spec = ModelSpec.from_config(cfg)
+    except (TypeError, ValueError) as exc:
+        raise SweepError(f"{where}: {exc}") from None
+    if spec.provider not in ("openai", "anthropic"):
+        raise SweepError(f"{where}: provider '{spec.provider}' is not openai or anthropic")
+    return spec
+
+
+def role_models(cfg: dict[str, Any], conf: Path) -> dict[str, ModelSpec]:
+    from omegaconf import OmegaConf
+
+    roles = {"judge": model_spec(cfg["judge"], f"judge={cfg['judge'].get('name')}")}
+    for role, option in (cfg["benchmark"].get("roles") or {}).items():
+        if option:
+            path = conf / "model" / f"{option}.yaml"
+            if not path.exists():
+                raise SweepError(f"benchmark.roles.{role}: unknown model option '{option}'")
+            roles[role] = model_spec(OmegaConf.to_container(OmegaConf.load(path), resolve=True),
+                                     f"benchmark.roles.{role}={option}")
+    return roles
+
+
+def build_job(cfg: dict[str, Any], conf: Path) -> Job:
+    return with_run_tier(cfg, Job(
+        benchmark=cfg["benchmark"]["name"], condition=cfg["condition"]["name"],
+        model=model_spec(cfg["model"], f"model={cfg['model'].get('name')}"),
+        roles=role_models(cfg, conf), settings=cfg["benchmark"], condition_settings=cfg["condition"],
+        limit=cfg.get("limit"), seed=int(cfg["run"].get("seed") or 0),
+    ))
+
+
+def with_run_tier(cfg: dict[str, Any], job: Job) -> Job:
+    """`run.tier` applied to every model of the job, each model's tier checked (engine/batch)."""
+    from prefray.engine.calls.batch import TierError, apply_run_tier
+
+    try:
+        return apply_run_tier(job, cfg["run"])
+    except TierError as exc:
+        raise SweepError(str(exc)) from None
+
+
+def run_dir_of(configs: list[dict[str, Any]]) -> Path | str:
+    """The sweep's run dir: a local path, or a URI (s3://bucket/prefix, ...) kept as given."""
+    from prefray.engine.rundir.remote import is_uri
+
+    dirs = {c["run"].get("dir") for c in configs}
+    if len(dirs) > 1:
+        raise SweepError(f"run.dir must be the same for every job of a sweep, got {sorted(map(str, dirs))}")
+    chosen = dirs.pop()
+    if is_uri(chosen):
+        return chosen
+    return Path(chosen) if chosen else Path("outputs") / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def check_distinct(jobs: list[Job]) -> None:
+    """Two jobs with the same benchmark, model, condition and judge would share their shards."""
+    seen: set[tuple[str, str, str, str]] = set()
+    for job in jobs:
+        key = (job.benchmark, job.model.name, job.condition, job.roles["judge"].name)
+        if key in seen:
+            raise SweepError(f"two jobs of the sweep are both {'/'.join(key)}; sweep other settings "
+                             "into separate run.dir values instead")
+        seen.add(key)
+
+
+def validate(configs: list[dict[str, Any]], conf: Path) -> None:
+    """Refuse the sweep if any value breaks the schema (checked before anything starts)."""
+    from prefray.engine.config import sweep_problems
+
+    problems = sweep_problems(configs, conf)
+    if problems:
+        raise ConfigProblems(problems)
+
+
+def load_benchmarks(configs: list[dict[str, Any]]) -> dict[str, Benchmark]:
+    benchmarks: dict[str, Benchmark] = {}
+    for cfg in configs:
+        name, impl = cfg["benchmark"]["name"], cfg["benchmark"].get("impl", "")
+        if name not in benchmarks:
+            try:
+                benchmarks[name] = load_benchmark(impl)
+            except (ImportError, AttributeError, ValueError) as exc:
+                raise SweepError(f"benchmark={name}: cannot load impl '{impl}': {exc}") from None
+    return benchmarks

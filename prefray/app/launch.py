@@ -1,0 +1,71 @@
+"""`python -m prefray.launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
+
+Every job of a multirun is planned and checked first; then all of them run concurrently in one
+Ray cluster (a local one, or the one RAY_ADDRESS points at), sharing one gateway per model and endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from prefray.app.commands import OneLineErrors, refuse, refused
+from prefray.app.compose import compose_sweep, conf_dir, run_dir_of
+from prefray.engine.config.cli_help import HelpWithOptions
+from prefray.engine.config.sweep import SweepError
+from prefray.engine.flow.exits import EXIT_OK
+
+
+class SweepParser(OneLineErrors, HelpWithOptions):
+    """Overrides and flags of a sweep; --help ends with the config groups, settings and other commands."""
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    parser = SweepParser(conf_dir(), prog=prog, description=__doc__)
+    parser.add_argument("-m", "--multirun", action="store_true", help="run every combination of the sweep")
+    parser.add_argument("--cfg", action="store_true", help="print the composed config of each job and exit")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=all condition=all limit=2")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        configs, jobs, benchmarks = compose_sweep(args.overrides, args.multirun)
+        run_dir = run_dir_of(configs)
+    except SweepError as exc:
+        return refused(exc)
+    if args.cfg:
+        from omegaconf import OmegaConf
+
+        for cfg in configs:
+            print(OmegaConf.to_yaml(cfg))
+        return EXIT_OK
+    from prefray.engine.config.preflight import preflight
+    from prefray.engine.rundir.ownership import RunDirBusy
+    from prefray.engine.rundir.remote import is_uri, staged_run
+
+    instances, errors = preflight(jobs, benchmarks)
+    if errors and is_uri(run_dir):
+        return refuse(errors)   # before the run dir is leased and pulled
+    try:
+        with staged_run(run_dir, configs[0]["run"]) as local_dir:
+            return check_then_run(run_dir, local_dir, configs, jobs, benchmarks, instances, errors)
+    except RunDirBusy as exc:
+        return refuse([str(exc)])
+
+
+def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list,
+                   benchmarks: dict, instances: dict[int, Any], errors: list[str]) -> int:
+    """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
+    from prefray.engine.flow.session import SweepOptions, run_sweep
+    from prefray.engine.results.manifest import conflicting_jobs
+
+    conflicts = conflicting_jobs(local_dir, configs)
+    if conflicts:
+        errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
+                      "settings to resume): " + "; ".join(conflicts))
+    if errors:
+        return refuse(errors)
+    options = SweepOptions.from_config(local_dir, configs[0]["run"], location=str(run_dir))
+    return run_sweep(options, configs, jobs, benchmarks, instances)

@@ -1,0 +1,47 @@
+"""`python -m prefray.rejudge RUN_DIR judge=NAME [judge.KEY=VALUE ...] [run.KEY=VALUE ...]`
+
+Scores the stored generations of a finished run with another judge without a single generation
+call: stages answered by the evaluated model are read from the shards, never sent. Results of
+several judges coexist (the judge's name is part of every judge row and metric), and
+judge_agreement.csv compares them (percent agreement and Cohen's kappa for yes/no verdicts,
+Pearson and Spearman correlations for scores).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from prefray.app.commands import Parser, refused
+from prefray.app.compose import compose_judge, conf_dir
+from prefray.app.rerun import estimate_then_run, on_run_dir, prepare, run_location
+from prefray.engine.config.sweep import SweepError
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    parser = Parser(prog, __doc__)
+    parser.add_argument("run_dir", type=run_location)
+    parser.add_argument("settings", nargs="+", help="judge=NAME, judge.KEY=VALUE and run.KEY=VALUE")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    judge_overrides = [s for s in args.settings if s.startswith("judge=") or s.startswith("judge.")]
+    overrides = [s for s in args.settings if s not in judge_overrides]
+    try:
+        if not any(s.startswith("judge=") for s in judge_overrides):
+            raise SweepError("name the new judge: judge=NAME")
+        judge: dict[str, Any] = compose_judge(judge_overrides, conf_dir())
+    except SweepError as exc:
+        return refused(exc)
+    return on_run_dir(args.run_dir, overrides, lambda run_dir: rejudge(run_dir, args.run_dir, judge, overrides))
+
+
+def rejudge(run_dir: Path, location: Path | str, judge: dict[str, Any], overrides: list[str]) -> int:
+    try:
+        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, replace_judge=judge, location=location)
+    except SweepError as exc:
+        return refused(exc)
+    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"subject_stages_stored_only": True},
+                             location)

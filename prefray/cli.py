@@ -1,0 +1,46 @@
+"""`prefray COMMAND ...` — every prefray command under one name (also `python -m prefray COMMAND ...`).
+
+`prefray COMMAND --help` shows a command's usage; `python -m prefray.COMMAND ...` is the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from prefray import app
+
+PROG = "prefray"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The top-level parser: its --help lists the commands, one line each."""
+    parser = app.commands.Parser(PROG, __doc__)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for command in app.COMMANDS.values():
+        commands.add_parser(command.name, help=command.summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit code of `prefray *argv` (default: sys.argv[1:]), in this process."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in app.COMMANDS:
+        return app.main(argv[0], argv[1:], prog=f"{PROG} {argv[0]}")
+    top = parser()
+    try:
+        if not argv:
+            top.error(f"name a command: {', '.join(app.COMMANDS)}")
+        top.parse_args(argv[:1])  # --help, or one line naming an unknown command
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def console() -> int:
+    """The `prefray` console script: `main` through the one CLI runner (Ctrl-C: one line, exit 130)."""
+    argv = sys.argv[1:]
+    from prefray.engine.flow.exits import run_cli
+
+    command = argv[0] if argv and argv[0] in app.COMMANDS else PROG
+    return run_cli(lambda: main(argv), command)
