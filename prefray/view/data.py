@@ -212,6 +212,8 @@ class RunData:
     def check_filters(self, query: CellQuery) -> None:
         """UnknownCell unless each filter's value is one the cell's rows have (checked once the
         job's index is built; the text search `q` is free text)."""
+        if not any(getattr(query, name) for name in (*FILTER_COLUMNS, "verdict", "meta")):
+            return
         facets = self.facets(query.cell)
         if not facets.columns:
             return
