@@ -200,12 +200,13 @@ class RunData:
 
     def lookup(self, benchmark: str, model: str, condition: str, judge: str = "") -> Cell:
         """The run's own cell with these keys: a job folder of the run, and a judge its metrics or
-        its stored rows name ("" = every row of the job; the rows are checked once the job's index
-        is built: the judge is only ever compared with the rows' values). UnknownCell otherwise."""
+        its stored rows name ("" = every row of the job). UnknownCell otherwise. The rows are
+        checked once the job's index is built: until then (a first visit, see wait_s) a judge is let
+        through, as it is only ever compared with the rows' values."""
         cell = Cell(benchmark, model, condition, judge)
         self.folder(cell)
         if judge and cell not in self.cells():
-            index = self.index(Cell(benchmark, model, condition), wait=False)
+            index = self.index(Cell(benchmark, model, condition))
             if index is not None and judge not in set(index.table["judge"].unique().to_pylist()):
                 raise UnknownCell(f"this cell has no judge {judge!r}")
         return cell
@@ -215,7 +216,7 @@ class RunData:
         job's index is built; the text search `q` is free text)."""
         if not any(getattr(query, name) for name in (*FILTER_COLUMNS, "verdict", "meta")):
             return
-        facets = self.facets(query.cell, wait=False)
+        facets = self.facets(query.cell)
         if not facets.columns:
             return
         for name in sorted(FILTER_COLUMNS):
@@ -236,9 +237,8 @@ class RunData:
                               f"{cell.model!r}, condition {cell.condition!r}")
         return folder
 
-    def index(self, cell: Cell, wait: bool = True) -> JobIndex | None:
-        """The job's unit index; None while it is being built in the background (see wait_s; with
-        `wait` False a page does not wait for it at all)."""
+    def index(self, cell: Cell) -> JobIndex | None:
+        """The job's unit index; None while it is being built in the background (see wait_s)."""
         folder = self.folder(cell)
         stamp = signature(folder)
         with self._lock:
@@ -249,7 +249,7 @@ class RunData:
             if future is None:
                 future = self._building[(folder, stamp)] = self._pool.submit(load_index, self.run_dir, folder)
         try:
-            built = future.result(timeout=self.wait_s if wait or self.wait_s is None else 0)
+            built = future.result(timeout=self.wait_s)
         except FutureTimeout:
             return None
         with self._lock:
@@ -315,9 +315,9 @@ class RunData:
             row["verdict"] = strip_rationale(row["parsed_json"]) if row["role"] != "subject" else None
         return Page(rows, None, query)
 
-    def facets(self, cell: Cell, wait: bool = True) -> Facets:
+    def facets(self, cell: Cell) -> Facets:
         """Filter choices of a cell with their row counts (computed once per cell and index)."""
-        index = self.index(cell, wait)
+        index = self.index(cell)
         if index is None:
             return Facets()
         table = index.table
