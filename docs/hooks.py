@@ -61,7 +61,14 @@ def reference_page(conf: Path | None = None) -> str:
     """The config reference page: the key table and the cause table, from the code."""
     from prefray.engine.config.table import cause_table, default_conf, key_table
 
-    return REFERENCE_INTRO + key_table(conf or default_conf()) + CAUSES_INTRO + cause_table() + "\n"
+    tables = [_text_not_tags(table) for table in (key_table(conf or default_conf()), cause_table())]
+    return REFERENCE_INTRO + tables[0] + CAUSES_INTRO + tables[1] + "\n"
+
+
+def _text_not_tags(table: str) -> str:
+    """A table's `<` outside code spans as text (`outputs/<timestamp>` would read as an HTML tag)."""
+    return "\n".join("`".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(line.split("`")))
+                     for line in table.splitlines())
 
 
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
