@@ -115,7 +115,8 @@ def test_prefray_help_lists_the_commands_and_launch_help_is_the_same_as_the_modu
                             text=True, timeout=120)
     assert sub.returncode == module.returncode == 0, sub.stderr + module.stderr
     # the same text, but for the name it was called by in the usage line
-    assert sub.stdout.startswith("usage: prefray launch ") and module.stdout.startswith("usage: python -m prefray.launch ")
+    assert sub.stdout.startswith("usage: prefray launch ")
+    assert module.stdout.startswith("usage: python -m prefray.launch ")
     assert sub.stdout.replace("usage: prefray launch ", "usage: python -m prefray.launch ", 1) == module.stdout
     assert "config groups" in module.stdout and "python -m prefray.rerun" in module.stdout
 
