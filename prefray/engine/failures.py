@@ -2,10 +2,10 @@
 
 - ``answered``       the call returned an answer (possibly empty, refused or truncated: it is the
                      model's answer and is scored as given; truncation is flagged on the row).
-- ``no_answer``      every try ended in an infrastructure failure (rate limit, timeout, dropped
-                     connection, server error, unreadable HTTP response, auth, client error) or the
-                     budget skipped it. The unit is excluded, its cell is marked incomplete, and
-                     ``python -m prefray.rerun`` finishes it.
+- ``no_answer``      every try ended in an infrastructure failure or the budget skipped it (a cause
+                     in NO_ANSWER_CAUSES below; the causes are ``engine.types.Cause``). The unit is
+                     excluded, its cell is marked incomplete, and ``python -m prefray.rerun``
+                     finishes it.
 - ``model_failure``  the evaluated model's own failure: its answer was unparsable where the benchmark
                      asks for a format (after one re-ask), or the provider refused the prompt as longer
                      than the model's context. Scored as the paper's reference scores it (for example
@@ -13,6 +13,7 @@
 - ``judge_failure``  a judge's answer stayed unreadable after its one re-ask. Excluded, counted per judge.
 
 The classes are computed from ``role``, ``status`` and ``cause``, so they hold for old runs too.
+The README's cause table is generated from these sets (`python -m prefray.engine.config.table --write`).
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from prefray.engine.types import Cause
+
 FailureClass = Literal["answered", "no_answer", "model_failure", "judge_failure"]
 FAILURE_CLASSES: tuple[FailureClass, ...] = ("answered", "no_answer", "model_failure", "judge_failure")
 
-# Causes of a row with no answer: what a rerun finishes by default.
-NO_ANSWER_CAUSES = frozenset({"rate_limit", "timeout", "connection", "server_error", "bad_response",
-                              "client_error", "auth", "model_not_found", "budget"})
 # Causes that are the evaluated model's own doing (when the row belongs to the subject role).
-MODEL_FAILURE_CAUSES = frozenset({"parse_error", "context_overflow"})
+MODEL_FAILURE_CAUSES = frozenset({Cause.PARSE_ERROR, Cause.CONTEXT_OVERFLOW})
 # Causes that are the judge's own doing (when the row belongs to a judge role).
-JUDGE_FAILURE_CAUSES = frozenset({"parse_error"})
+JUDGE_FAILURE_CAUSES = frozenset({Cause.PARSE_ERROR})
+# Causes of a row with no answer: infrastructure and budget, what a rerun finishes by default.
+NO_ANSWER_CAUSES = frozenset(Cause) - MODEL_FAILURE_CAUSES
 
 
 def failure_class(role: str, status: str, cause: str) -> FailureClass:
@@ -49,8 +51,8 @@ def failure_classes(rows: pa.Table) -> pa.Array:
     """``failure_class`` for every row of a shard table, as a string column."""
     ok = pc.equal(rows["status"], "ok")
     subject = pc.equal(rows["role"], "subject")
-    model_cause = pc.is_in(rows["cause"], pa.array(sorted(MODEL_FAILURE_CAUSES)))
-    judge_cause = pc.is_in(rows["cause"], pa.array(sorted(JUDGE_FAILURE_CAUSES)))
+    model_cause = pc.is_in(rows["cause"], pa.array(sorted(map(str, MODEL_FAILURE_CAUSES)), pa.string()))
+    judge_cause = pc.is_in(rows["cause"], pa.array(sorted(map(str, JUDGE_FAILURE_CAUSES)), pa.string()))
     return pc.case_when(
         pc.make_struct(ok, pc.and_(subject, model_cause), pc.and_(pc.invert(subject), judge_cause)),
         "answered", "model_failure", "judge_failure", "no_answer")
@@ -60,5 +62,6 @@ def is_model_failure(row: dict) -> bool:
     return failure_class(row.get("role", "subject"), row["status"], row.get("cause", "")) == "model_failure"
 
 
-def is_no_answer(row: dict) -> bool:
-    return failure_class(row.get("role", "subject"), row["status"], row.get("cause", "")) == "no_answer"
+def cause_classes(cause: Cause) -> tuple[FailureClass, FailureClass]:
+    """The class of a failed row with this cause: on the evaluated model's row, and on a judge's."""
+    return failure_class("subject", "failed", cause), failure_class("judge", "failed", cause)

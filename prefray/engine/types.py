@@ -5,70 +5,48 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
-Provider = Literal["openai", "anthropic"]
+# The model a call goes to is the config's own typed model option (one definition: rule, default,
+# meaning and runtime behaviour in one dataclass).
+from prefray.engine.config.schema import ModelSpec, Provider  # noqa: E402,F401  (re-exported)
+
 Status = Literal["ok", "failed", "skipped"]
-# Why a row did not end ok. Stored on the row so reruns can select by cause.
-Cause = Literal[
-    "rate_limit", "timeout", "server_error", "connection", "bad_response",
-    "client_error", "auth", "parse_error", "budget", "context_overflow", "model_not_found", "",
-]
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """One model reached through one provider endpoint (a `conf/model/*.yaml` option)."""
+class Cause(StrEnum):
+    """Why a row did not end ok. Stored on the row (its `cause` column holds the value; "" when the
+    row is ok) so reruns select by it, and read by the failure policy (engine/failures.py), which
+    says what each cause means for a unit."""
 
-    name: str
-    provider: Provider
-    model_id: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    rpm: float | None = None
-    tpm: float | None = None
-    # Ceiling on calls in flight. With an rpm limit the lane keeps rpm/60 × measured latency in
-    # flight (Little's law) up to this ceiling; without one, it keeps this many.
-    max_concurrency: int = 8
-    # Processes (gateway actors) sending this model's calls; the ceiling above is split among them.
-    # One process sends a few hundred calls a second at most (the SDK's work per call is ~2 ms of
-    # CPU), so a lane faster than that needs more (see engine/calls/gateway.py: lane_processes).
-    gateway_processes: int = 1
-    price_input_per_mtok: float = 0.0
-    price_output_per_mtok: float = 0.0
-    timeout_s: float = 120.0
-    max_attempts: int = 4
-    max_wait_s: float = 60.0
-    params: dict[str, Any] = field(default_factory=dict)
-    # Hard cap on output tokens, applied over any stage's max_tokens (e.g. for a slow local model).
-    max_output_tokens: int | None = None
-    # Output tokens the model spends reasoning before its visible answer (see engine/calls/output_budget.py).
-    reasoning_tokens: int = 0
-    serve: Literal["embedded", "fakellm"] | None = None
-    # How calls are sent: "interactive" (one HTTP call each) or "batch" (the provider's batch API,
-    # answered within 24 h at a lower price; see engine/calls/batch/). `run.tier` overrides every model.
-    tier: Literal["interactive", "batch"] = "interactive"
-    # Share of the price saved at the batch tier (0.5 = half price); null = the endpoint offers no
-    # batch API, so `tier: batch` is refused for it.
-    batch_discount: float | None = None
+    RATE_LIMIT = "rate_limit"
+    TIMEOUT = "timeout"
+    SERVER_ERROR = "server_error"
+    CONNECTION = "connection"
+    BAD_RESPONSE = "bad_response"
+    CLIENT_ERROR = "client_error"
+    AUTH = "auth"
+    MODEL_NOT_FOUND = "model_not_found"
+    BUDGET = "budget"
+    PARSE_ERROR = "parse_error"
+    CONTEXT_OVERFLOW = "context_overflow"
 
-    @property
-    def endpoint_key(self) -> str:
-        """Identity of the endpoint and key this model is called through (its rate limits' owner)."""
-        return f"{self.provider}|{self.base_url or 'default'}|{self.api_key_env or ''}"
 
-    @property
-    def gateway_key(self) -> str:
-        """Identity of the gateway that owns this model's calls: endpoint, key and model id."""
-        return f"{self.endpoint_key}|{self.model_id}"
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "ModelSpec":
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ValueError(f"model '{cfg.get('name')}': unknown field(s) {unknown}")
-        return cls(**{k: v for k, v in cfg.items() if k in known})
+# What each cause means, in the words the README's cause table and `prefray.rerun --help` print.
+CAUSE_MEANINGS: dict[Cause, str] = {
+    Cause.RATE_LIMIT: "the provider answered HTTP 429 (rate limit) on every try",
+    Cause.TIMEOUT: "no answer within the model's timeout_s (or HTTP 408, or a batch expired first)",
+    Cause.SERVER_ERROR: "the provider failed (HTTP 5xx or 409, or a batch ended before the call was answered)",
+    Cause.CONNECTION: "the connection was refused or dropped on every try",
+    Cause.BAD_RESPONSE: "the HTTP answer could not be read as the provider's format",
+    Cause.CLIENT_ERROR: "the provider refused the request (an HTTP 4xx no other cause names)",
+    Cause.AUTH: "the API key was refused (HTTP 401/403); the lane stops sending",
+    Cause.MODEL_NOT_FOUND: "the endpoint does not serve the model id (HTTP 404); the lane stops sending",
+    Cause.BUDGET: "not sent: run.budget_usd was spent",
+    Cause.PARSE_ERROR: "the answer stayed unparsable where the stage asks for a format, after one re-ask",
+    Cause.CONTEXT_OVERFLOW: "the provider refused the prompt as longer than the model's context (not retried)",
+}
 
 
 @dataclass(frozen=True)
@@ -129,7 +107,7 @@ class CallResult:
 
     status: Status
     text: str = ""
-    cause: Cause = ""
+    cause: Cause | Literal[""] = ""
     error: str = ""
     model_version: str = ""
     input_tokens: int = 0

@@ -1,6 +1,10 @@
-"""The typed config schema: rules per key, validation before anything starts, the README key table."""
+"""The typed config: rules per key, validation before anything starts, the README key table.
 
-from prefray.engine.config.schema import ModelConfig, RunConfig, TopConfig
-from prefray.engine.config.validate import config_problems, sweep_problems, typed
+`schema` holds the typed objects the engine runs with (`RunConfig`, `ModelSpec`, ...), each default
+stated once; `validate` checks a composed config against them, one line per bad value.
+"""
 
-__all__ = ["ModelConfig", "RunConfig", "TopConfig", "config_problems", "sweep_problems", "typed"]
+from prefray.engine.config.schema import BatchConfig, ModelSpec, RunConfig, TopConfig, build
+from prefray.engine.config.validate import config_problems, sweep_problems
+
+__all__ = ["BatchConfig", "ModelSpec", "RunConfig", "TopConfig", "build", "config_problems", "sweep_problems"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.config.rules import render
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.results.remote import is_uri, reach_problem, staging_dir
 
 DIR_ALLOWED = "a directory (created if missing) this user can write"
@@ -53,34 +54,33 @@ def default_run_dir() -> Path:
     return Path("outputs")
 
 
-def path_problems(runs: list[dict[str, Any]]) -> list[str]:
+def path_problems(runs: list[dict[str, Any] | RunConfig]) -> list[str]:
     """run.dir and the response cache folder of every job (they are normally all the same)."""
     problems: list[str] = []
     checked: set[tuple] = set()
-    for run in runs:
-        if is_uri(run.get("dir")):
-            where = (run["dir"], run.get("staging_dir"), run.get("cache", True), run.get("cache_dir"))
+    for run in map(RunConfig.from_config, runs):
+        if is_uri(run.dir):
+            where = (run.dir, run.staging_dir, run.cache, run.cache_dir)
             if where not in checked:   # one look at the bucket per sweep, not per job
                 checked.add(where)
                 problems += [p for p in uri_problems(run) if p not in problems]
             continue
-        run_dir = Path(run["dir"]) if run.get("dir") else default_run_dir()
-        found = [dir_problem("run.dir", run.get("dir"), run_dir)]
-        cache_dir = run.get("cache_dir")
+        run_dir = Path(run.dir) if run.dir else default_run_dir()
+        found = [dir_problem("run.dir", run.dir, run_dir)]
         # the default cache folder sits next to run.dir: a bad run.dir is reported once, alone
-        if run.get("cache", True) and (cache_dir or found[0] is None):
-            folder = Path(cache_dir) if cache_dir else run_dir.expanduser().absolute().parent / ".prefray-cache"
-            found.append(dir_problem("run.cache_dir", cache_dir, folder))
+        if run.cache and (run.cache_dir or found[0] is None):
+            folder = Path(run.cache_dir) if run.cache_dir else run_dir.expanduser().absolute().parent / ".prefray-cache"
+            found.append(dir_problem("run.cache_dir", run.cache_dir, folder))
         problems += [p for p in found if p and p not in problems]
     return problems
 
 
-def uri_problems(run: dict[str, Any]) -> list[str]:
+def uri_problems(run: RunConfig) -> list[str]:
     """A URI run.dir: its store reachable with the environment's credentials (bucket there), and the
     local staging folder (and an explicit cache folder) writable. Nothing is created anywhere."""
-    uri = run["dir"]
+    uri = run.dir
     found = [reach_problem("run.dir", uri),
-             dir_problem("run.staging_dir", run.get("staging_dir"), staging_dir(uri, run.get("staging_dir")))]
-    if run.get("cache", True) and run.get("cache_dir"):
-        found.append(dir_problem("run.cache_dir", run["cache_dir"], Path(run["cache_dir"])))
+             dir_problem("run.staging_dir", run.staging_dir, staging_dir(uri, run.staging_dir))]
+    if run.cache and run.cache_dir:
+        found.append(dir_problem("run.cache_dir", run.cache_dir, Path(run.cache_dir)))
     return [p for p in found if p]

@@ -7,6 +7,7 @@ breaks it, and the README's key table is printed from the same rules.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -42,16 +43,19 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    """A finite int or float (not a bool, NaN or infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else str(number)
 
 
-def integer(minimum: int | None = None) -> Rule:
-    text = "an integer" + (f" >= {minimum}" if minimum is not None else "")
-    return Rule(text, lambda v: _is_int(v) and (minimum is None or v >= minimum))
+def integer(minimum: int | None = None, maximum: int | None = None) -> Rule:
+    """An integer; `minimum`/`maximum` inclusive."""
+    parts = ([f">= {minimum}"] if minimum is not None else []) + ([f"<= {maximum}"] if maximum is not None else [])
+    text = "an integer" + (" " + " and ".join(parts) if parts else "")
+    return Rule(text, lambda v: _is_int(v) and (minimum is None or v >= minimum) and (maximum is None or v <= maximum))
 
 
 def number(minimum: float | None = None, maximum: float | None = None, above: float | None = None) -> Rule:
@@ -87,11 +91,17 @@ def choice(*options: str) -> Rule:
 
 
 def url() -> Rule:
+    """An http(s) URL with a host and, if it names one, a port from 0 to 65535 (0: a model prefray
+    serves itself picks a free port; see config.validate for where 0 is allowed)."""
+
     def check(v: Any) -> bool:
         parsed = urlparse(v) if isinstance(v, str) else None
-        return bool(parsed and parsed.scheme in ("http", "https") and parsed.hostname)
+        if not (parsed and parsed.scheme in ("http", "https") and parsed.hostname):
+            return False
+        parsed.port   # noqa: B018 - raises ValueError for a port outside 0-65535 or not a number
+        return True
 
-    return Rule("an http(s) URL with a host, e.g. http://127.0.0.1:8765/v1", check)
+    return Rule("an http(s) URL with a host and a port from 1 to 65535 if any, e.g. http://127.0.0.1:8765/v1", check)
 
 
 def path() -> Rule:

@@ -1,7 +1,9 @@
-"""`python -m prefray.engine.config.table` — the Markdown table of every config key (for the README).
+"""`python -m prefray.engine.config.table [--write]` — the README's generated tables: every config
+key, and every failure cause.
 
-The table is printed from the schema itself (and from the benchmark and condition option files),
-so it cannot drift from what the validator accepts; a test compares it with the README.
+The key table is printed from the schema itself (and from the benchmark and condition option
+files), so it cannot drift from what the validator accepts; the cause table from the one list of
+causes and the failure policy. Tests compare both with the README; `--write` updates it.
 """
 
 from __future__ import annotations
@@ -13,21 +15,19 @@ from typing import Any, Iterator
 
 from prefray.engine.config.rules import render
 from prefray.engine.config.schema import (
-    OPEN_MAPS, PROMPT_PATH, ROLE_OPTION, SECTIONS, TopConfig, inferred_rule, rule_of,
+    OPEN_MAPS, PROMPT_PATH, REQUIRED, ROLE_OPTION, SECTIONS, TopConfig, default_of, inferred_rule, rule_of,
 )
 from prefray.engine.config.validate import option_reference
 
 START = "<!-- config-table:start -->"
 END = "<!-- config-table:end -->"
-
-
-def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+CAUSES_START = "<!-- cause-table:start -->"
+CAUSES_END = "<!-- cause-table:end -->"
 
 
 def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
     for f in dataclasses.fields(TopConfig):
-        yield f.name, rule_of(f).describe(), render(_default(f)), f.metadata["doc"]
+        yield f.name, rule_of(f).describe(), render(default_of(f)), f.metadata["doc"]
     done: set[type] = set()
     for section, cls in SECTIONS.items():
         if cls in done:
@@ -42,8 +42,8 @@ def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
         if "section" in f.metadata:
             yield from _fields(f"{prefix}.{f.name}", f.metadata["section"])
             continue
-        default = _default(f)
-        shown = "{}" if default == {} else "required" if default == "" else render(default)
+        default = default_of(f)
+        shown = "required" if default is REQUIRED else "{}" if default == {} else render(default)
         yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
 
 
@@ -96,20 +96,39 @@ def key_table(conf: Path) -> str:
     return "\n".join(lines)
 
 
+def cause_table() -> str:
+    """Every failure cause a row can carry (engine/types.py Cause), its failure class on the
+    evaluated model's row and on a judge's (engine/failures.py), and whether a rerun asks again."""
+    from prefray.engine.failures import NO_ANSWER_CAUSES, cause_classes
+    from prefray.engine.types import CAUSE_MEANINGS, Cause
+
+    lines = ["| cause | what happened | class (evaluated model / judge) | `prefray.rerun` asks again |",
+             "|---|---|---|---|"]
+    for cause in Cause:
+        subject, judge = cause_classes(cause)
+        again = "yes" if cause in NO_ANSWER_CAUSES else f"with `causes={cause}`"
+        lines.append(f"| `{cause}` | {_cell(CAUSE_MEANINGS[cause])} | {subject} / {judge} | {again} |")
+    return "\n".join(lines)
+
+
 def default_conf() -> Path:
     return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[3] / "conf")
 
 
-def readme_section(readme: str) -> str:
-    """The table currently between the README's markers."""
-    start, end = readme.index(START) + len(START), readme.index(END)
+def readme_section(readme: str, start_marker: str = START, end_marker: str = END) -> str:
+    """The table currently between the README's markers (by default the key table's)."""
+    start, end = readme.index(start_marker) + len(start_marker), readme.index(end_marker)
     return readme[start:end].strip()
 
 
 def update_readme(readme_path: Path, conf: Path) -> None:
+    """Write the key table and the cause table between their markers."""
     text = readme_path.read_text(encoding="utf-8")
-    start, end = text.index(START) + len(START), text.index(END)
-    readme_path.write_text(text[:start] + "\n" + key_table(conf) + "\n" + text[end:], encoding="utf-8")
+    for (start_marker, end_marker), table in (((START, END), key_table(conf)),
+                                              ((CAUSES_START, CAUSES_END), cause_table())):
+        start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
+        text = text[:start] + "\n" + table + "\n" + text[end:]
+    readme_path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
@@ -118,4 +137,4 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         update_readme(default_conf().parent / "README.md", default_conf())
     else:
-        print(key_table(default_conf()))
+        print(key_table(default_conf()) + "\n\n" + cause_table())

@@ -7,14 +7,14 @@ are checked by `paths.path_problems`, which leaves nothing behind).
 
 from __future__ import annotations
 
-import dataclasses
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from prefray.engine.config.rules import Rule, render
+from prefray.engine.config.provider_params import SDK_CALL, accepted, unknown_params
 from prefray.engine.config.schema import (
-    NAMED_RULES, OPEN_MAPS, OPTION_SECTIONS, PROMPT_PATH, ROLE_OPTION, SECTIONS, TopConfig, fields_of,
+    NAMED_RULES, OPEN_MAPS, OPTION_SECTIONS, PROMPT_PATH, ROLE_OPTION, SECTIONS, ModelSpec, TopConfig, fields_of,
     inferred_rule, rule_of,
 )
 
@@ -51,6 +51,27 @@ def check_dataclass(prefix: str, values: Any, cls: type, out: list[str]) -> None
             check_dataclass(f"{prefix}.{name}", value, nested, out)
         if name == "params" and isinstance(value, dict):
             check_open(f"{prefix}.params", value, out)
+    if cls is ModelSpec:
+        check_model(prefix, values, out)
+
+
+def check_model(prefix: str, values: dict, out: list[str]) -> None:
+    """What a model option's keys allow together: port 0 only for a model prefray serves itself (it
+    binds a free port), and request parameters its provider's SDK takes."""
+    from urllib.parse import urlparse
+
+    base_url, serve = values.get("base_url"), values.get("serve")
+    url_rule = rule_of(fields_of(ModelSpec)["base_url"])
+    if isinstance(base_url, str) and not serve and url_rule.accepts(base_url) and urlparse(base_url).port == 0:
+        out.append(f"{prefix}.base_url={render(base_url)}: port 0 is only for a model prefray serves itself "
+                   f"({prefix}.serve); allowed is a port from 1 to 65535")
+    params, provider = values.get("params"), values.get("provider")
+    if isinstance(params, dict) and provider in SDK_CALL:
+        unknown = unknown_params(provider, set(params))
+        if unknown:
+            names = ", ".join(f"{prefix}.params.{n}={_shown(params[n])}" for n in unknown)
+            out.append(f"{names}: not a request parameter of the {provider} SDK ({SDK_CALL[provider]}); allowed are "
+                       f"{', '.join(sorted(accepted(provider)))} (extra_body.NAME sends one the SDK does not know)")
 
 
 def check_open(prefix: str, values: dict, out: list[str]) -> None:
@@ -61,6 +82,10 @@ def check_open(prefix: str, values: dict, out: list[str]) -> None:
             check_open(full, value, out)
         elif name in NAMED_RULES:
             check_value(full, value, NAMED_RULES[name].or_null() if value is None else NAMED_RULES[name], out)
+
+
+def _shown(value: Any) -> str:
+    return "..." if isinstance(value, (dict, list)) else render(value)
 
 
 def check_option(prefix: str, values: Any, reference: dict, out: list[str]) -> None:
@@ -151,9 +176,3 @@ def sweep_problems(configs: list[dict[str, Any]], conf: Path) -> list[str]:
             if problem not in seen:
                 seen.append(problem)
     return seen
-
-
-def typed(cls: type, values: dict[str, Any]) -> Any:
-    """A validated section as its dataclass (missing keys take the schema default)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})

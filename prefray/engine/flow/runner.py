@@ -32,11 +32,10 @@ from prefray.engine.results.request_store import RequestStore
 from prefray.engine.results.store import (
     BEST_ROW_COLUMNS, SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard,
 )
-from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit, stable_id
+from prefray.engine.config.schema import RunConfig
+from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
-ALL_CAUSES = frozenset({"rate_limit", "timeout", "server_error", "connection", "bad_response",
-                        "client_error", "auth", "parse_error", "budget", "context_overflow", "model_not_found"})
 # Calls of one stage in flight: this many times its lane's ceiling (`max_concurrency`), so the lane
 # never waits for the driver; and never fewer than MIN_INFLIGHT_SHARDS shards.
 INFLIGHT_MARGIN = 2
@@ -84,8 +83,11 @@ def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
 
 @dataclass
 class RunSettings:
+    """What the runner needs: the run config's shard and compaction settings (defaults are
+    RunConfig's), plus the live objects and mode of this command."""
+
     run_dir: Path
-    shard_size: int | None = None          # None: shard_units decides per lane
+    shard_size: int | None = RunConfig.shard_size    # None: shard_units decides per lane
     progress: ProgressFn | None = None
     cache: ResponseCache | None = None
     write_cache: bool = True
@@ -99,12 +101,18 @@ class RunSettings:
     request_store: RequestStore | None = None
     # Compaction: small shards of a job folder are rolled into one large file every `compact_every`
     # shards this job writes (0: never while it runs), and all its files merged when it ends.
-    compact: bool = True
-    compact_every: int = 256
+    compact: bool = RunConfig.compact
+    compact_every: int = RunConfig.compact_every
 
     def __post_init__(self) -> None:
         if self.request_store is None and not self.simulated:
             self.request_store = RequestStore(self.run_dir)
+
+    @classmethod
+    def from_run(cls, run_dir: Path, run: RunConfig, **rest: Any) -> "RunSettings":
+        """The runner's settings for `run_dir` under the typed run config (`rest`: the command's own)."""
+        return cls(run_dir=run_dir, shard_size=run.shard_size, compact=run.compact,
+                   compact_every=run.compact_every, **rest)
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
@@ -347,7 +355,7 @@ class JobRunner:
             second.cost_usd += first.cost_usd
             results[i] = second
             if second.status == "ok" and not _try_parse(stage, second, parsed, i):
-                second.status, second.cause = "failed", "parse_error"
+                second.status, second.cause = "failed", Cause.PARSE_ERROR
 
     def _row(self, stage: Stage, spec: ModelSpec, judge: str, pending: Pending, request: ChatRequest,
              result: CallResult, value: Any) -> dict[str, Any]:

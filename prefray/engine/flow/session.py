@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -20,32 +20,46 @@ from prefray.engine.calls.gateway import NAMESPACE
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
 
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """Run settings shared by every job of a sweep (the `run.*` config group)."""
+    """Where a sweep runs and its typed `run.*` config (every default is RunConfig's)."""
 
     run_dir: Path
-    shard_size: int | None = None    # None: as many units as suit each lane (runner.shard_units)
-    compact: bool = True
-    compact_every: int = 256
-    progress: bool = True
-    budget_usd: float | None = None
-    cache: bool = True
-    cache_path: Path | None = None
+    run: RunConfig = field(default_factory=RunConfig)
     location: str | None = None    # run.dir as the user gave it (a URI when run_dir is its staging mirror)
 
     @classmethod
-    def from_config(cls, run_dir: Path, run: dict[str, Any], location: str | None = None) -> "SweepOptions":
-        cache_dir = run.get("cache_dir")
-        budget = run.get("budget_usd")
-        return cls(run_dir=run_dir, shard_size=_optional_int(run.get("shard_size")), location=location,
-                   compact=bool(run.get("compact", True)), compact_every=int(run.get("compact_every", 256)),
-                   progress=bool(run.get("progress", True)),
-                   budget_usd=None if budget is None else float(budget), cache=bool(run.get("cache", True)),
-                   cache_path=Path(cache_dir) / "responses.sqlite" if cache_dir else None)
+    def from_config(cls, run_dir: Path, run: RunConfig | dict[str, Any],
+                    location: str | None = None) -> "SweepOptions":
+        return cls(run_dir=run_dir, run=RunConfig.from_config(run), location=location)
+
+    @property
+    def shard_size(self) -> int | None:
+        return self.run.shard_size    # None: as many units as suit each lane (runner.shard_units)
+
+    @property
+    def compact(self) -> bool:
+        return self.run.compact
+
+    @property
+    def progress(self) -> bool:
+        return self.run.progress
+
+    @property
+    def budget_usd(self) -> float | None:
+        return self.run.budget_usd
+
+    @property
+    def cache(self) -> bool:
+        return self.run.cache
+
+    @property
+    def cache_path(self) -> Path | None:
+        return Path(self.run.cache_dir) / "responses.sqlite" if self.run.cache_dir else None
 
     @property
     def cache_file(self) -> Path:
@@ -157,9 +171,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     show = options.progress and sys.stderr.isatty()
     try:
         with LiveProgress(enabled=show) as progress:
-            settings = RunSettings(run_dir=options.run_dir, shard_size=options.shard_size, progress=progress.update,
-                                   cache=cache, compact=options.compact, compact_every=options.compact_every,
-                                   **(run_settings or {}))
+            settings = RunSettings.from_run(options.run_dir, options.run, progress=progress.update, cache=cache,
+                                            **(run_settings or {}))
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
@@ -175,7 +188,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     if options.compact:
         compact_paid(options.run_dir)   # every gateway has handed its paid record over
         compact_requests(options.run_dir)
-    aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd)
+    aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
+                  plots=options.run.plots)
     warn_budget(budget)
     if crashed:
         return EXIT_ERROR
@@ -211,7 +225,3 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
           f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
     return EXIT_INCOMPLETE
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from prefray.engine.config.schema import BatchConfig
 from prefray.engine.money.budget import call_cost
 from prefray.engine.types import ModelSpec
 
@@ -23,13 +24,8 @@ class TierError(ValueError):
 
 
 @dataclass(frozen=True)
-class BatchSettings:
-    """The `run.batch` config group."""
-
-    max_requests: int = 10000
-    max_age_s: float = 2.0
-    poll_s: float = 5.0
-    poll_max_s: float = 60.0
+class BatchSettings(BatchConfig):
+    """The `run.batch` config group (its keys and defaults: engine/config/schema.py BatchConfig)."""
 
     @classmethod
     def from_config(cls, run: dict[str, Any]) -> "BatchSettings":
