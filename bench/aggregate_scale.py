@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 from _common import ROOT, launch
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.money.paid import LEDGER_DIR, compact_paid, read_paid  # noqa: E402
-from prefray.engine.results.store import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
+from prefray.engine.rundir.paid import LEDGER_DIR, compact_paid, read_paid  # noqa: E402
+from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
 
 TEMPLATES = {
     "benchpres": ("condition=default,defense,no_preferences", "limit=20"),

@@ -34,7 +34,7 @@ from _common import ROOT, fake_server, launch, rows
 
 sys.path.insert(0, str(ROOT))
 from prefray.engine.results.request_store import read_requests  # noqa: E402
-from prefray.engine.results.store import read_rows  # noqa: E402
+from prefray.engine.rundir.shards import read_rows  # noqa: E402
 
 
 async def plain_loop(url: str, bodies: list[dict], concurrency: int) -> float:

@@ -28,13 +28,13 @@ import pyarrow.parquet as pq
 from _common import ROOT
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.results.store import SHARD_SCHEMA, job_dir, shard_files  # noqa: E402
+from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, shard_files  # noqa: E402
 
 ANSWER = "An ordinary sentence of a model's answer, long enough to look like one. " * 12
 
 READ_SCRIPT = """
 import json, resource, sys, time
-from prefray.engine.results.store import read_rows
+from prefray.engine.rundir.shards import read_rows
 def rss_kb():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from _common import ROOT, free_port
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.results.store import SHARD_SCHEMA, job_dir  # noqa: E402
+from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir  # noqa: E402
 
 CATEGORIES = ["tone", "style", "role", "markers", "nickname"]
 CELL = {"benchmark": "bench", "model": "m", "condition": "default", "judge": "fj"}

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.results.agreement import AGREEMENT_SCHEMA, VALUES_SCHEMA, judge_agreement, judge_values
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 
 
 def row(judge: str | None, parsed: object, instance: str = "i0", *, role: str = "judge", status: str = "ok",

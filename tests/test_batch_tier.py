@@ -217,7 +217,7 @@ def test_killed_driver_collects_its_batches_on_relaunch(run_cli, make_fake_serve
 
 
 def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_server, tmp_path):
-    from prefray.engine.money.budget import max_call_cost
+    from prefray.engine.calls.pricing import max_call_cost
     from prefray.engine.results.request_store import read_requests
 
     server = make_fake_server()

@@ -25,7 +25,7 @@ from prefray.benchmarks.benchpres.metrics import (DECISION_SCHEMA, SCORE_SCHEMA,
                                                   completeness_metrics)
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
 from prefray.engine.benchmark import DataError, ParseError
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.test_spine_sweep import independent_verdict
 
@@ -513,7 +513,7 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
 
     from prefray.benchmarks.benchpres.tables import decisions
     from prefray.engine.results.aggregate import text_needed, with_text
-    from prefray.engine.results.store import job_dir, latest_attempts, read_rows
+    from prefray.engine.rundir.shards import job_dir, latest_attempts, read_rows
 
     prefs = [{"statement": "Call me 'Captain Jo'.", "g": True, "category": "nickname", "nickname": "Captain Jo"}]
     stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": None, "start": None}}}

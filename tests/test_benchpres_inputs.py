@@ -18,7 +18,7 @@ from prefray.benchmarks.benchpres.render import one_line
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, nickname_of, parse_verdict
 from prefray.benchmarks.benchpres.tables import unmapped_contexts
 from prefray.engine.benchmark import DataError, Job
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ModelSpec
 from prefray.fakellm.answers import answer_json, render_json
 from tests.test_benchpres import HUB_PREFS, as_cimemories, hub_row, sample_profile, write_jsonl

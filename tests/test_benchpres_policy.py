@@ -13,7 +13,7 @@ from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.metrics import SCORE_SCHEMA, completeness_metrics
 from prefray.benchmarks.benchpres.tables import decisions
 from prefray.engine.benchmark import Job, StageContext
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ModelSpec
 
 PREFS = [{"statement": "I like bullet points.", "g": True, "category": "style"},

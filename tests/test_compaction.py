@@ -16,12 +16,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from prefray.engine.flow.journal import clean_leftovers
-from prefray.engine.flow.ownership import RunDirLock
-from prefray.engine.money.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
+from prefray.engine.rundir.journal import clean_leftovers
+from prefray.engine.rundir.ownership import RunDirLock
+from prefray.engine.rundir.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
 from prefray.engine.results.request_store import RequestStore, read_requests
 from prefray.engine.types import ChatRequest
-from prefray.engine.results.store import (
+from prefray.engine.rundir.shards import (
     ROW_GROUP_ROWS, SHARD_SCHEMA, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
 )
 from tests.conftest import ROOT
@@ -123,7 +123,7 @@ def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_p
 
 
 def test_a_row_group_closes_at_its_byte_bound_so_long_answers_do_not_grow_memory(tmp_path, monkeypatch):
-    from prefray.engine.results import store
+    from prefray.engine.rundir import shards as store
 
     folder = job_dir(tmp_path, "b", "m", "c")
     expected = write_small_shards(folder, 3, 5)
@@ -273,7 +273,7 @@ def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_l
 
 
 def test_the_paid_record_is_rolled_a_piece_at_a_time_with_a_cut_line_in_the_last(tmp_path, monkeypatch):
-    from prefray.engine.money import paid
+    from prefray.engine.rundir import paid
 
     log = write_paid_log(tmp_path, range(40))
     with open(log, "a", encoding="utf-8") as handle:

@@ -18,7 +18,7 @@ from prefray.benchmarks.cupid.data import SAMPLE_PATH, load_instances, oracle_in
 from prefray.benchmarks.cupid.prompting import decompose_messages, judge_prompt, match_messages
 from prefray.benchmarks.cupid.scoring import DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_preference
 from prefray.engine.benchmark import DataError, Job, ParseError, StageContext
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
 from prefray.fakellm.answers import answer_json, answer_text
 

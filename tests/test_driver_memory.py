@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.calls.dispatch import SimulatedGateways
+from prefray.engine.flow.dryrun import DryRunner, SimulatedGateways
 from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, JobRunner, RunSettings, StageFlow, inflight_shards
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit
 
@@ -67,7 +67,7 @@ def test_a_stage_takes_its_units_as_shards_go_out(tmp_path):
 
     dispatcher.run_batch = noted
     job = Job("lazy", "default", SPEC, {}, {}, {})
-    runner = JobRunner(job, benchmark, [], RunSettings(tmp_path, shard_size=SHARD, simulated=True), dispatcher)
+    runner = DryRunner(job, benchmark, [], RunSettings(tmp_path, shard_size=SHARD), dispatcher)
     asyncio.run(runner.run())
     bound = inflight_shards(SPEC, SHARD)
     assert bound == 4

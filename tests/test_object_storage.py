@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
-from prefray.engine.flow.ownership import LEASE_NAME, RemoteLease, RunDirBusy
+from prefray.engine.rundir.ownership import LEASE_NAME, RemoteLease, RunDirBusy
 from tests.conftest import ROOT, _port_open, free_port, launch
 
 BUCKET = "results"

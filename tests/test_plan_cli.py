@@ -10,7 +10,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.money.budget import max_output_tokens
+from prefray.engine.calls.pricing import max_output_tokens
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec

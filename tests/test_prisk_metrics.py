@@ -13,7 +13,7 @@ from prefray.benchmarks.prisk.data import SycophancyItem
 from prefray.benchmarks.prisk.narrowing_sets import key_listing, merge_groups
 from prefray.benchmarks.prisk.scoring import canonical_option
 from prefray.benchmarks.prisk.sycophancy import syc_prompt
-from prefray.engine.results.store import SHARD_SCHEMA
+from prefray.engine.rundir.shards import SHARD_SCHEMA
 
 
 def row(stage: str, condition: str, instance_id: str, sample: int = 0, *, value=None, meta=None, text: str = "",

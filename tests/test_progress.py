@@ -89,7 +89,8 @@ WATCH_SCRIPT = """
 import asyncio, json, sys
 import ray
 from prefray.engine.calls.dispatch import Gateways
-from prefray.engine.flow.progress import CALL_TAG, watch_gateways
+from prefray.engine.calls.dispatch import CALL_TAG
+from prefray.engine.flow.progress import watch_gateways
 from prefray.engine.types import ChatRequest, ModelSpec
 
 ray.init(address="auto", namespace="prefray")

@@ -7,7 +7,8 @@ from collections import Counter
 import pyarrow.dataset as ds
 import ray
 
-from prefray.engine.money.budget import Budget, Calibration, budget_warning
+from prefray.engine.calls.pricing import Calibration
+from prefray.engine.money.budget import Budget, budget_warning
 from tests.test_reliability_ledger import costs, server_dollars
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from prefray.engine.flow.journal import ReplayPool, load_replay
+from prefray.engine.rundir.journal import ReplayPool, load_replay
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 from tests.test_reliability_runs import start_launch, wait_for
 

@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from prefray.engine.results.manifest import append_manifest
-from prefray.engine.flow.ownership import LOCK_NAME, RunDirBusy, RunDirLock
+from prefray.engine.rundir.ownership import LOCK_NAME, RunDirBusy, RunDirLock
 from tests.conftest import ROOT, launch
 
 

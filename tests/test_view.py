@@ -14,7 +14,7 @@ import pytest
 
 from prefray.engine.benchmark import metric_rows
 from prefray.engine.results.stats import DELTA_SCHEMA
-from prefray.engine.results.store import SHARD_SCHEMA, job_dir, write_shard
+from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, write_shard
 from prefray.view.data import PAGE_SIZE, Cell, CellQuery, RunData, strip_rationale
 from prefray.view.pages import cell_html, overview_html, unit_html
 

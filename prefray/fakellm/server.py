@@ -392,3 +392,10 @@ async def start(host: str, port: int, options: FakeOptions | None = None) -> Run
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return RunningServer(runner, provider)
+
+
+async def serve(host: str, port: int) -> tuple[RunningServer, int]:
+    """The `prefray.servers` entry point `fakellm` (a model with `serve: fakellm`): the server,
+    with default options, and the port it answers on (a free one when `port` is 0)."""
+    server = await start(host, port)
+    return server, server.runner.addresses[0][1]

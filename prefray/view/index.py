@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.results.store import SHARD_SCHEMA
-from prefray.engine.results.store import shard_files as stored_files
+from prefray.engine.rundir.shards import SHARD_SCHEMA
+from prefray.engine.rundir.shards import shard_files as stored_files
 
 RATIONALE_PATTERN = r'"rationale": "(?:[^"\\]|\\.)*"(, )?'
 PREVIEW_CHARS = 240

@@ -1,6 +1,6 @@
-"""Where a shard's requests go: real gateways (Ray actors) or a simulation for estimates.
-
-Both offer `run_batch(spec, requests)` and `close()`, so the job runner does not care which.
+"""Where a shard's requests go: the gateways (Ray actors) of each model, or any other `Dispatcher`
+(the dry run's simulation, flow/dryrun.py). Each offers `run_batch(spec, requests)` and `close()`,
+so the job runner does not care which.
 """
 
 from __future__ import annotations
@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
-from prefray.engine.money.budget import call_cost, max_output_tokens
 from prefray.engine.calls.gateway import get_gateway, lane_processes
-from prefray.engine.flow.progress import CALL_TAG
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
+
+# The job and stage of the batch being sent ("<job key>\x1f<stage>", flow/progress.py's call_tag),
+# set by the runner where the batch is handed to a gateway, which counts finished calls per tag.
+CALL_TAG: ContextVar[str | None] = ContextVar("prefray_call_tag", default=None)
 
 
 class Dispatcher(Protocol):
@@ -32,8 +34,8 @@ class Gateways:
     model's gateway with the fewest calls outstanding."""
 
     budget: Any = None
-    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/money/paid.py)
-    replay: Any = None            # answers a killed launch received but never stored (engine/flow/journal.py)
+    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/rundir/paid.py)
+    replay: Any = None            # answers a killed launch received but never stored (engine/rundir/journal.py)
     handles: dict[str, Any] = field(default_factory=dict)    # by gateway key and process number
     outstanding: dict[str, int] = field(default_factory=dict)   # calls sent and not answered, by the same
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -109,40 +111,6 @@ class Gateways:
         self.outstanding.clear()
         self.servers.clear()
         self.ready.clear()
-
-
-@dataclass
-class SimulatedGateways:
-    """Answers every request locally, for estimates: nothing is sent.
-
-    Text comes from the fake provider's deterministic rule (so parsers and later stages work),
-    padded to the assumed answer length; tokens are estimated: input = characters / 4 (+ a few per
-    message), output = `output_ratio` × the request's max tokens.
-    """
-
-    output_ratio: float = 0.5
-
-    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
-        return [self._answer(spec, r) for r in requests]
-
-    def _answer(self, spec: ModelSpec, request: ChatRequest) -> CallResult:
-        from prefray.fakellm import answers
-
-        messages = list(request.messages)
-        output_tokens = max(1, int(max_output_tokens(request) * self.output_ratio))
-        if request.json_schema is not None:
-            text = answers.render_json(answers.answer_json(request.json_schema, messages, request.seed))
-        else:
-            text = answers.answer_text(messages, request.seed)
-            text += " lorem" * max(0, (output_tokens * 4 - len(text)) // 6)
-        input_tokens = request.estimated_input_tokens()
-        now = time.time()
-        return CallResult(status="ok", text=text, model_version="estimate", input_tokens=input_tokens,
-                          output_tokens=output_tokens, tries=1, started_at=now, finished_at=now,
-                          cost_usd=call_cost(spec, input_tokens, output_tokens))
-
-    async def close(self) -> None:
-        return None
 
 
 async def _quietly(ref: Any) -> Any:

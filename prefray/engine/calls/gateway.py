@@ -20,11 +20,11 @@ from typing import Any
 
 import ray
 
-from prefray.engine.money.budget import Calibration, call_cost, max_call_cost, skipped_for_budget
-from prefray.engine.flow.journal import AnswerJournal
+from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.rundir.journal import AnswerJournal
 from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
-from prefray.engine.money.paid import SENT, PaidLog
+from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy

@@ -31,11 +31,13 @@ import os
 import time
 from collections import OrderedDict, deque
 from typing import Any, AsyncIterator, Mapping
+from urllib.parse import urlparse
 
 import ray
 from aiolimiter import AsyncLimiter
 
 from prefray.engine.calls.rate_headers import RateHeaders, read_rate_headers
+from prefray.engine.types import ModelSpec
 
 # Window for the input-token bucket: large enough to admit one long prompt at once.
 TOKEN_WINDOW_S = 6.0
@@ -322,3 +324,27 @@ class ModelLimits:
             reserve = max(1, self.window.active)
             if seen.remaining_requests < reserve:
                 self.paused_until = max(self.paused_until, time.monotonic() + seen.reset_requests_s)
+
+
+# -- a lane's time bound (what the plan shows: no schedule finishes sooner under the rate limits) --
+
+def lane_name(spec: ModelSpec) -> str:
+    """Provider endpoint and model id: what a gateway rate-limits as one lane (batch-tier calls
+    go through the provider's batch API instead, a lane of their own)."""
+    host = urlparse(spec.base_url).netloc if spec.base_url else f"{spec.provider} API"
+    return f"{host} {spec.model_id}" + (" (batch tier)" if spec.tier == "batch" else "")
+
+
+def min_minutes(spec: ModelSpec, calls: int, input_tokens: int) -> float:
+    """Lower bound on the minutes one model's calls take under its rate limits."""
+    return lane_minutes(spec.rpm, spec.tpm, calls, input_tokens)
+
+
+def lane_minutes(rpm: float | None, tpm: float | None, calls: int, input_tokens: int) -> float:
+    """Lower bound on the minutes a lane's calls take under its rate limits."""
+    bounds = [0.0]
+    if rpm:
+        bounds.append(calls / rpm)
+    if tpm:
+        bounds.append(input_tokens / tpm)
+    return max(bounds)

@@ -1,8 +1,10 @@
-"""Servers prefray can start itself: the embedded local model and the fake provider.
+"""Servers prefray can start itself for a model: the embedded local model, the fake provider, any other.
 
-A model config with `serve: embedded` or `serve: fakellm` names one of them. One LocalServer actor
-per host:port, on the driver's node, starts it inside its own process on first use; the sweep ends by
-killing the actor, which ends the server.
+A model config with `serve: NAME` names an entry point of the group `prefray.servers` (pyproject.toml:
+`embedded`, the SmolLM2 model below, and `fakellm`, prefray's fake provider); each is
+`async (host, port) -> (server object, port it answers on)`, and the engine starts every one through
+that door alone. One LocalServer actor per host:port, on the driver's node, starts it inside its own
+process on first use; the sweep ends by killing the actor, which ends the server.
 
 Port 0 in the config's base_url (the shipped `local`, `fake` and `fake-anthropic` options) means: bind
 a free port for this run, so two launches on one machine never share (or lose) a server. An explicit
@@ -16,6 +18,8 @@ import importlib.util
 import os
 import socket
 from dataclasses import replace
+from importlib.metadata import entry_points
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlparse, urlunparse
 
 import ray
@@ -138,14 +142,30 @@ async def start_local_server(kind: str, base_url: str | None) -> tuple[object | 
     assert base_url is not None
     if port and port_answers(host, port):
         return None, base_url
-    if kind == "fakellm":
-        from prefray.fakellm import start
+    server, bound = await server_entry(kind)(host, port)
+    return server, with_port(base_url, bound)
 
-        server = await start(host, port)
-        return server, with_port(base_url, server.runner.addresses[0][1])
-    if kind == "embedded":
-        threads = int(os.environ.get("PREFRAY_EMBEDDED_THREADS", "1"))
-        port = port or free_port(host)
-        server = await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
-        return server, with_port(base_url, port)
-    raise ValueError(f"unknown local server kind {kind!r} (embedded | fakellm)")
+
+SERVER_GROUP = "prefray.servers"
+ServeFn = Callable[[str, int], Awaitable[tuple[Any, int]]]
+
+
+def server_names() -> list[str]:
+    return sorted(ep.name for ep in entry_points(group=SERVER_GROUP))
+
+
+def server_entry(kind: str) -> ServeFn:
+    """The `prefray.servers` entry point named `kind`."""
+    found = entry_points(group=SERVER_GROUP, name=kind)
+    if not found:
+        raise ValueError(f"unknown local server kind {kind!r} ({' | '.join(server_names())})")
+    return next(iter(found)).load()
+
+
+async def serve_embedded(host: str, port: int) -> tuple[object, int]:
+    """The `prefray.servers` entry point `embedded`: SmolLM2 under llama.cpp, in this process
+    (PREFRAY_EMBEDDED_THREADS threads, 1 by default), on a free port when `port` is 0."""
+    threads = int(os.environ.get("PREFRAY_EMBEDDED_THREADS", "1"))
+    port = port or free_port(host)
+    server = await asyncio.to_thread(_start_embedded_blocking, host, port, threads)
+    return server, port

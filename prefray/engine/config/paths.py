@@ -9,7 +9,7 @@ from typing import Any
 
 from prefray.engine.config.rules import render
 from prefray.engine.config.schema import RunConfig
-from prefray.engine.results.remote import is_uri, reach_problem, staging_dir
+from prefray.engine.rundir.remote import is_uri, reach_problem, staging_dir
 
 DIR_ALLOWED = "a directory (created if missing) this user can write"
 

@@ -8,7 +8,8 @@ from typing import Sequence
 
 from prefray.engine.benchmark import Job
 from prefray.engine.failures import failure_class
-from prefray.engine.results.store import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
 
 
 def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
@@ -41,7 +42,7 @@ def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_di
     """Per (benchmark, model, condition): later-stage units that were never built because the
     units they depend on have no answer. Found by planning the rerun against the simulated
     provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
-    from prefray.engine.money.estimate import simulate
+    from prefray.engine.flow.dryrun import simulate
 
     stored = set(read_rows(run_dir, columns=["unit_id"]).column("unit_id").to_pylist())
     rows = simulate(jobs, benchmarks, instances, run_dir,
@@ -58,7 +59,7 @@ def write_incomplete(run_dir: Path, missing: dict[tuple[str, str, str], int], un
     """RUN_DIR/incomplete.csv: per cell, units without an answer and units never built."""
     import csv
 
-    path = Path(run_dir) / "incomplete.csv"
+    path = RunDir(run_dir).incomplete_csv
     cells = sorted(set(missing) | set(unbuilt))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)

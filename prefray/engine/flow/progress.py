@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -131,10 +130,10 @@ def job_key(job: Any) -> str:
     return f"{job.benchmark}/{job.model.name}/{job.condition}"
 
 
-# The job and stage a batch of calls belongs to, set by the job runner around each dispatch and read
-# where the batch is handed to a gateway, which counts finished calls per tag as they arrive.
+# The job and stage a batch of calls belongs to (calls/dispatch.py's CALL_TAG), set by the job runner
+# around each dispatch and read where the batch is handed to a gateway, which counts finished calls
+# per tag as they arrive.
 TAG_SEPARATOR = "\x1f"
-CALL_TAG: ContextVar[str | None] = ContextVar("prefray_call_tag", default=None)
 
 
 def call_tag(job: Any, stage: str) -> str:

@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
-from prefray.engine.money.cache import ResponseCache, cache_key
-from prefray.engine.calls.dispatch import Dispatcher
+from prefray.engine.rundir.cache import ResponseCache, cache_key
+from prefray.engine.calls.dispatch import CALL_TAG, Dispatcher
 from prefray.engine.calls.output_budget import final_request
-from prefray.engine.flow.progress import CALL_TAG, call_tag
+from prefray.engine.flow.progress import call_tag
 from prefray.engine.results.request_store import RequestStore
-from prefray.engine.results.store import (
+from prefray.engine.rundir.shards import (
     BEST_ROW_COLUMNS, SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard,
 )
 from prefray.engine.config.schema import RunConfig
@@ -90,13 +90,10 @@ class RunSettings:
     shard_size: int | None = RunConfig.shard_size    # None: shard_units decides per lane
     progress: ProgressFn | None = None
     cache: ResponseCache | None = None
-    write_cache: bool = True
     # Rerun: stored units that ended failed/skipped with one of these causes are run again.
     rerun_causes: frozenset[str] = frozenset()
     # Re-judge: stages answered by the evaluated model are never sent (only stored rows are used).
     subject_stages_stored_only: bool = False
-    # Estimates: answers are simulated; a stage's example answer stands in for unparsable ones.
-    simulated: bool = False
     # Every distinct request sent is kept under RUN_DIR/requests/ (created from run_dir when unset).
     request_store: RequestStore | None = None
     # Compaction: small shards of a job folder are rolled into one large file every `compact_every`
@@ -105,7 +102,7 @@ class RunSettings:
     compact_every: int = RunConfig.compact_every
 
     def __post_init__(self) -> None:
-        if self.request_store is None and not self.simulated:
+        if self.request_store is None:
             self.request_store = RequestStore(self.run_dir)
 
     @classmethod
@@ -303,8 +300,7 @@ class JobRunner:
 
     async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str, shard: list[Pending]) -> None:
         requests = [final_request(spec, p.unit.request) for p in shard]
-        if self.settings.request_store is not None:
-            self.settings.request_store.add(spec.model_id, requests)
+        self.keep_requests(spec, requests)
         keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
         results = await self._answers(spec, requests, keys, stage.name)
         parsed: list[Any] = [None] * len(results)
@@ -312,14 +308,27 @@ class JobRunner:
             await self._parse_with_one_retry(stage, spec, requests, results, parsed)
         elif stage.read is not None:
             parsed = [stage.read(p.unit, r.text) if r.status == "ok" else None for p, r in zip(shard, results)]
-        if self.settings.cache is not None and self.settings.write_cache:
-            self.settings.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
+        self.keep_answers(keys, results)
         rows = [self._row(stage, spec, judge, p, request, result, value)
                 for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
             self.flow.stored(stage.name, rows)
         await self._roll_when_due()
+
+    def keep_requests(self, spec: ModelSpec, requests: list[ChatRequest]) -> None:
+        """Every distinct request sent is kept in the run's request store."""
+        if self.settings.request_store is not None:
+            self.settings.request_store.add(spec.model_id, requests)
+
+    def keep_answers(self, keys: list[str], results: list[CallResult]) -> None:
+        """Answers are kept in the response cache (when the run has one)."""
+        if self.settings.cache is not None:
+            self.settings.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
+
+    def unparsed(self, stage: Stage, results: list[CallResult], parsed: list[Any], failed: list[int]) -> list[int]:
+        """Of the answers `stage.parse` could not read, those to ask again (all of them here)."""
+        return failed
 
     async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str],
                        stage_name: str) -> list[CallResult]:
@@ -339,11 +348,8 @@ class JobRunner:
 
     async def _parse_with_one_retry(self, stage: Stage, spec: ModelSpec, requests: list[ChatRequest],
                                     results: list[CallResult], parsed: list[Any]) -> None:
-        failed = [i for i, r in enumerate(results) if r.status == "ok" and not _try_parse(stage, r, parsed, i)]
-        if self.settings.simulated and stage.example_answer is not None:
-            for i in failed:
-                results[i].text = stage.example_answer
-            failed = [i for i in failed if not _try_parse(stage, results[i], parsed, i)]
+        failed = [i for i, r in enumerate(results) if r.status == "ok" and not try_parse(stage, r, parsed, i)]
+        failed = self.unparsed(stage, results, parsed, failed)
         if not failed:
             return
         again = await self.dispatcher.run_batch(spec, [requests[i] for i in failed])
@@ -354,7 +360,7 @@ class JobRunner:
             second.output_tokens += first.output_tokens
             second.cost_usd += first.cost_usd
             results[i] = second
-            if second.status == "ok" and not _try_parse(stage, second, parsed, i):
+            if second.status == "ok" and not try_parse(stage, second, parsed, i):
                 second.status, second.cause = "failed", Cause.PARSE_ERROR
 
     def _row(self, stage: Stage, spec: ModelSpec, judge: str, pending: Pending, request: ChatRequest,
@@ -538,7 +544,7 @@ class ShardSender:
             raise self.error
 
 
-def _try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:
+def try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:
     try:
         parsed[index] = stage.parse(result.text)
         return True

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from prefray.engine.money.paid import compact_paid
+from prefray.engine.rundir.paid import compact_paid
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.money.cache import ResponseCache, default_cache_path
+from prefray.engine.rundir.cache import ResponseCache, default_cache_path
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.calls.gateway import NAMESPACE
@@ -142,7 +142,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
               run_settings: dict[str, Any] | None = None) -> int:
     """Own the run dir, run (or rerun) every job against real providers, write the metrics files;
     return the exit code (see engine/flow/exits.py)."""
-    from prefray.engine.flow.ownership import RunDirBusy, RunDirLock
+    from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 
     lock = RunDirLock(options.run_dir)
     try:
@@ -160,7 +160,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
 def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
                benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                run_settings: dict[str, Any] | None) -> int:
-    from prefray.engine.flow.journal import clean_leftovers, fold_away, load_replay
+    from prefray.engine.rundir.journal import clean_leftovers, fold_away, load_replay
 
     use_system_allocator()
     clean_leftovers(options.run_dir)

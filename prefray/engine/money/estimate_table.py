@@ -5,13 +5,38 @@ from __future__ import annotations
 
 import csv
 import sys
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from prefray.engine.benchmark import Job
-    from prefray.engine.money.estimate import EstimateLine
+
+
+@dataclass
+class EstimateLine:
+    """One plan row: a benchmark's stage for one evaluated model option (all its conditions)."""
+
+    benchmark: str
+    model: str            # the evaluated model option (not its model id)
+    stage: str
+    answered_by: str      # the option answering the stage: the evaluated model, the judge or a role model
+    role: str             # subject (the evaluated model) or the scoring role (judge, matcher, ...)
+    judge: str            # the job's judge
+    conditions: str = ""  # the conditions whose calls this row counts, comma-separated
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    output_budget: int = 0  # max output tokens sent per call (the runner's final_request); stage's largest
+    cost_usd: float = 0.0
+    max_cost_usd: float = 0.0
+    tier: str = "interactive"  # the answering model's tier (batch-tier calls wait for no rate limit)
+    lane: str = ""        # where rate limits apply: provider endpoint and model id
+    lane_rpm: float | None = None
+    lane_tpm: float | None = None
+    min_minutes: float = 0.0  # the lane's time bound (every row on that lane together)
+
 
 ROW_COLUMNS = ["benchmark", "model", "stage", "answered_by", "judge", "calls", "cached", "input_tokens",
                "output_tokens", "output_budget", "cost_usd", "max_cost_usd"]
@@ -132,8 +157,6 @@ def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
 
 def write_estimate_csv(lines: list[EstimateLine], path: str | Path) -> None:
     """Every field of every row, lane limits and bounds included."""
-    from prefray.engine.money.estimate import EstimateLine
-
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(EstimateLine)])
         writer.writeheader()

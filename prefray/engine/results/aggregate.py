@@ -14,10 +14,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark, text_needed_hook
-from prefray.engine.money.paid import SENT, read_paid
+from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
-from prefray.engine.results.store import SHARD_SCHEMA, latest_attempts, read_rows
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -65,7 +66,7 @@ PAID_COLUMNS = ["provider", "model_id", "request_hash", "outcome", "input_tokens
 def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     """What was paid, by provider, model id and stage.
 
-    `paid` is the gateways' own record (engine/money/paid.py): every try sent to a provider, with the
+    `paid` is the gateways' own record (engine/rundir/paid.py): every try sent to a provider, with the
     usage it reported, stored row or not; its stage is that of the stored row with the same
     request (NOT_STORED when none was written). `cached` counts rows answered from the cache.
     Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
@@ -236,15 +237,16 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
     agreement = judge_agreement(judge_values(judged_by_several(best)))
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
-    write_atomic(run_dir / "costs.csv", lambda p: pacsv.write_csv(costs, p))
-    write_atomic(run_dir / "judge_agreement.csv", lambda p: pacsv.write_csv(agreement, p))
+    paths = RunDir(run_dir)
+    write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
+    write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
     if plots:
         from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
 
         write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks))
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {run_dir / 'metrics.csv'}  {run_dir / 'metrics.md'}")
+        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
     return metrics
 
 
@@ -255,8 +257,8 @@ def write_atomic(path: Path, write) -> None:
 
 
 def write_outputs(run_dir: Path, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:
-    run_dir = Path(run_dir)
-    write_atomic(run_dir / "metrics.parquet", lambda p: pq.write_table(metrics, p))
-    write_atomic(run_dir / "metrics.csv", lambda p: pacsv.write_csv(metrics, p))
-    write_atomic(run_dir / "calls.csv", lambda p: pacsv.write_csv(calls, p))
-    write_atomic(run_dir / "metrics.md", lambda p: p.write_text(markdown, encoding="utf-8"))
+    paths = RunDir(run_dir)
+    write_atomic(paths.metrics_parquet, lambda p: pq.write_table(metrics, p))
+    write_atomic(paths.metrics_csv, lambda p: pacsv.write_csv(metrics, p))
+    write_atomic(paths.calls_csv, lambda p: pacsv.write_csv(calls, p))
+    write_atomic(paths.metrics_md, lambda p: p.write_text(markdown, encoding="utf-8"))

@@ -13,6 +13,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from prefray.engine.rundir import RunDir
+
 PACKAGES = ("prefray", "ray", "pyarrow", "openai", "anthropic", "aiolimiter", "hydra-core", "xllamacpp")
 
 
@@ -47,7 +49,7 @@ def scrub(text: str, secret_envs: set[str]) -> str:
 def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
     """Add this launch to the manifest: read-modify-write under an exclusive lock, written to a
     temp file with a unique name and renamed into place, so no launch's entry is ever lost."""
-    path = Path(run_dir) / "manifest.json"
+    path = RunDir(run_dir).manifest
     entry = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": [sys.executable, *sys.argv],
@@ -55,7 +57,7 @@ def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[
         "packages": package_versions(),
         "jobs": jobs,
     }
-    with open(Path(run_dir) / ".manifest.lock", "a") as guard:
+    with open(RunDir(run_dir).manifest_lock, "a") as guard:
         fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
         history = json.loads(path.read_text()) if path.exists() else {"runs": []}
         history["runs"].append(entry)
@@ -69,7 +71,7 @@ def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[
 
 def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
     """The resolved config of every job ever launched into `run_dir` (latest launch wins)."""
-    path = Path(run_dir) / "manifest.json"
+    path = RunDir(run_dir).manifest
     if not path.exists():
         raise FileNotFoundError(f"{run_dir}: no manifest.json — not a prefray run directory")
     jobs: dict[tuple[str, str, str, str], dict[str, Any]] = {}
@@ -129,7 +131,7 @@ def result_identity(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def conflicting_jobs(run_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
     """Jobs this launch shares with earlier launches into `run_dir` but with other settings."""
-    if not (Path(run_dir) / "manifest.json").exists():
+    if not RunDir(run_dir).manifest.exists():
         return []
     earlier = {(c["benchmark"]["name"], c["model"]["name"], c["condition"]["name"], c["judge"]["name"]): c
                for c in recorded_configs(run_dir)}

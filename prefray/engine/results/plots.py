@@ -33,6 +33,8 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
+from prefray.engine.rundir import RunDir
+
 MAX_FIGURES = 60
 PARALLEL_FROM = 12  # figures per drawing process, at least
 FORMATS = ("png", "svg")
@@ -418,7 +420,7 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
     benchmark's condition order (condition_orders); `workers`: processes drawing them (default:
     plot_workers). A figure whose inputs and drawing code are those it was last drawn from, with
     its files still there, is not drawn again (plots/.drawn.json keeps each figure's fingerprint)."""
-    folder = Path(run_dir) / "plots"
+    folder = RunDir(run_dir).plots
     folder.mkdir(exist_ok=True)
     figures = run_figures(metrics, folder, specs, orders)
     drawn = _read_drawn(folder)

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.results.store import Compaction, compact_folder
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import Compaction, compact_folder
 from prefray.engine.types import ChatRequest
 
 REQUEST_SCHEMA = pa.schema([
@@ -33,7 +34,7 @@ REQUEST_SCHEMA = pa.schema([
 
 
 def requests_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "requests"
+    return RunDir(run_dir).requests
 
 
 def request_row(model_id: str, request: ChatRequest) -> dict[str, str | None]:

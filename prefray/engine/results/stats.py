@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
 from prefray.engine.memo import per_table
+from prefray.engine.rundir import RunDir
 
 GROUP_KEYS = ("benchmark", "model", "condition", "judge", "metric")
 
@@ -305,9 +306,9 @@ def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: 
     boot = BootstrapSettings(seed=seed)
     scores = unit_scores(rows, benchmarks, settings)
     deltas = paired_comparisons(scores, benchmarks, boot)
-    for name, write in (("deltas.parquet", pq.write_table), ("deltas.csv", pacsv.write_csv)):
-        target = Path(run_dir) / name
-        temp = target.with_name(f".{name}.tmp")
+    paths = RunDir(run_dir)
+    for target, write in ((paths.deltas_parquet, pq.write_table), (paths.deltas_csv, pacsv.write_csv)):
+        temp = target.with_name(f".{target.name}.tmp")
         write(deltas, temp)
         os.replace(temp, target)
     return with_intervals(metrics, rows, benchmarks, settings, boot, scores=scores)

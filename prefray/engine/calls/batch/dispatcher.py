@@ -30,7 +30,7 @@ from prefray.engine.calls.batch.clients import BatchClient, batch_client
 from prefray.engine.calls.batch.records import BatchRecord, BatchStore, delivered_after, key_of
 from prefray.engine.calls.batch.results import failed, missing
 from prefray.engine.calls.batch.tier import BatchSettings, batch_priced
-from prefray.engine.money.budget import max_call_cost, skipped_for_budget
+from prefray.engine.calls.pricing import max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from prefray.engine.calls.batch.tier import COMPLETION_WINDOW_H, tier_cost
+from prefray.engine.calls.limits import min_minutes
 
 
 @dataclass
@@ -24,8 +25,6 @@ class TierLine:
 
 def tier_lines(rows: Any, jobs: Sequence[Any]) -> list[TierLine]:
     """One line per model (provider and model id) from the estimate's simulated rows."""
-    from prefray.engine.money.estimate import min_minutes
-
     specs = {(s.provider, s.model_id): s for j in jobs for s in (j.model, *j.roles.values())}
     totals: dict[tuple[str, str], list[int]] = {}
     for row in rows.select(["provider", "model_id", "cached", "input_tokens", "output_tokens"]).to_pylist():

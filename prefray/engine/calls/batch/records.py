@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import read_rows
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
-FOLDER = "batches"
 
 
 def request_key(provider: str, request_hash: str, seed: int | None) -> str:
@@ -64,7 +65,7 @@ class BatchStore:
 
     @property
     def folder(self) -> Path:
-        return Path(self.run_dir) / FOLDER
+        return RunDir(self.run_dir).batches
 
     def load(self) -> dict[str, BatchRecord]:
         """Every record of the run (unreadable files are reported by name and skipped)."""
@@ -99,10 +100,8 @@ def _safe(batch_id: str) -> str:
 
 def delivered_after(run_dir: Path) -> dict[str, float]:
     """Request key → latest `finished_at` among the run's stored rows (what rows already hold)."""
-    from prefray.engine.results.store import read_rows
-
     latest: dict[str, float] = {}
-    if not (Path(run_dir) / "shards").is_dir():
+    if not RunDir(run_dir).shards.is_dir():
         return latest
     table = read_rows(Path(run_dir)).select(["provider", "request_hash", "seed", "finished_at"])
     for provider, request_hash, seed, finished in zip(*(table[c].to_pylist() for c in table.column_names)):

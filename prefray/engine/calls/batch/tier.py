@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from prefray.engine.config.schema import BatchConfig
-from prefray.engine.money.budget import call_cost
+from prefray.engine.calls.pricing import call_cost
 from prefray.engine.types import ModelSpec
 
 TIERS = ("interactive", "batch")

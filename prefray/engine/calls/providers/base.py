@@ -127,15 +127,3 @@ def connection_failure(exc: BaseException) -> str | None:
             return str(current) or type(current).__name__
         current = current.__cause__ or current.__context__
     return None
-
-
-def build_provider(spec: ModelSpec, api_key: str) -> Provider:
-    if spec.provider == "openai":
-        from prefray.engine.calls.providers.openai_chat import OpenAIChat
-
-        return OpenAIChat(spec, api_key)
-    if spec.provider == "anthropic":
-        from prefray.engine.calls.providers.anthropic_messages import AnthropicMessages
-
-        return AnthropicMessages(spec, api_key)
-    raise ValueError(f"model '{spec.name}': unknown provider '{spec.provider}' (openai | anthropic)")

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -61,4 +62,4 @@ class ResponseCache:
 
 
 def default_cache_path(run_dir: Path) -> Path:
-    return Path(run_dir).resolve().parent / ".prefray-cache" / "responses.sqlite"
+    return RunDir(run_dir).default_cache

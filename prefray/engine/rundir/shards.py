@@ -27,6 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from prefray.engine.rundir.layout import RunDir
+
 SHARD_SCHEMA = pa.schema([
     ("unit_id", pa.string()),
     ("attempt", pa.int32()),
@@ -65,7 +67,7 @@ SHARD_SCHEMA = pa.schema([
 
 
 def job_dir(run_dir: Path, benchmark: str, model: str, condition: str) -> Path:
-    return Path(run_dir) / "shards" / f"benchmark={benchmark}" / f"model={model}" / f"condition={condition}"
+    return RunDir(run_dir).job(benchmark, model, condition)
 
 
 def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
@@ -115,8 +117,8 @@ def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str
 
 
 def shards_base(root: Path) -> Path:
-    root = Path(root)
-    return root / "shards" if (root / "shards").is_dir() or (root / "manifest.json").exists() else root
+    run = RunDir(root)
+    return run.shards if run.is_run() else run.root
 
 
 def shard_files(root: Path) -> list[str]:
@@ -303,7 +305,7 @@ def sync_folder(folder: Path) -> None:
 
 def job_folders(run_dir: Path) -> list[Path]:
     """Every folder under RUN_DIR/shards that holds Parquet files."""
-    base = Path(run_dir) / "shards"
+    base = RunDir(run_dir).shards
     return sorted({p.parent for p in base.rglob("*.parquet")}) if base.is_dir() else []
 
 

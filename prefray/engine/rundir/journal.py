@@ -17,10 +17,12 @@ import shutil
 from collections import Counter, defaultdict, deque
 from pathlib import Path
 
-from prefray.engine.appendlog import AppendLog
+from prefray.engine.rundir.appendlog import AppendLog
+from prefray.engine.rundir.layout import JOURNAL as JOURNAL_DIR
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.rundir.shards import drop_absorbed, read_rows
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
-JOURNAL_DIR = "journal"
 _FIELDS = {f.name for f in dataclasses.fields(CallResult)}
 
 
@@ -28,7 +30,7 @@ class AnswerJournal(AppendLog):
     """The answer journal of one gateway process."""
 
     def __init__(self, run_dir: Path, name: str):
-        super().__init__(Path(run_dir) / JOURNAL_DIR, name)
+        super().__init__(RunDir(run_dir).journal, name)
 
     def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
         """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""
@@ -51,7 +53,7 @@ class ReplayPool:
 
 
 def _lines(run_dir: Path):
-    folder = Path(run_dir) / JOURNAL_DIR
+    folder = RunDir(run_dir).journal
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
@@ -63,8 +65,6 @@ def _lines(run_dir: Path):
 
 def load_replay(run_dir: Path) -> ReplayPool:
     """The journaled answers of `run_dir` minus those already stored in its shards."""
-    from prefray.engine.results.store import read_rows
-
     entries = sorted(_lines(run_dir), key=lambda e: e["result"].get("finished_at", 0.0))
     if not entries:
         return ReplayPool({})
@@ -83,16 +83,15 @@ def load_replay(run_dir: Path) -> ReplayPool:
 
 def fold_away(run_dir: Path) -> None:
     """After a run that ended normally every answer is in a shard: drop the journal."""
-    shutil.rmtree(Path(run_dir) / JOURNAL_DIR, ignore_errors=True)
+    shutil.rmtree(RunDir(run_dir).journal, ignore_errors=True)
 
 
 def clean_leftovers(run_dir: Path) -> int:
     """Remove temp files a killed run left behind and the shards a large file absorbed before the
     kill (only the run dir's owner calls this)."""
-    from prefray.engine.results.store import drop_absorbed
-
-    removed = drop_absorbed(run_dir) if (Path(run_dir) / "shards").is_dir() else 0
-    for path in list(Path(run_dir).glob("shards/**/.*.tmp")) + list(Path(run_dir).glob(".manifest.json.*.tmp")):
+    run = RunDir(run_dir)
+    removed = drop_absorbed(run_dir) if run.shards.is_dir() else 0
+    for path in run.leftover_temp_files():
         path.unlink(missing_ok=True)
         removed += 1
     return removed

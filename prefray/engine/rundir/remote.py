@@ -18,7 +18,7 @@ URI works in a local *staging* folder that mirrors it (`run.staging_dir`, by def
 Hidden files (temp files, local locks, the viewer's index) stay local. Credentials come only
 from the environment, as each store's own client reads them (for S3: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL); they are never written
-anywhere. Ownership of a URI run dir is a lease object (engine/flow/ownership.py, RemoteLease).
+anywhere. Ownership of a URI run dir is a lease object (engine/rundir/ownership.py, RemoteLease).
 """
 
 from __future__ import annotations
@@ -35,10 +35,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from prefray.engine.rundir.cache import ResponseCache, default_cache_path
+from prefray.engine.rundir.layout import CACHE_FILE as CACHE_NAME
+from prefray.engine.rundir.layout import CACHE_FOLDER, LOG_FOLDERS
+from prefray.engine.rundir.ownership import RemoteLease
+
 SYNC_SECONDS = 2.0
 LOG_SYNC_SECONDS = 30.0
-LOG_FOLDERS = ("journal", "ledger")
-CACHE_NAME = "responses.sqlite"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -89,7 +92,7 @@ def staging_dir(uri: str, setting: str | None) -> Path:
 
 def remote_cache_path(root: str) -> str:
     parent = root.rstrip("/").rsplit("/", 1)[0]
-    return f"{parent}/.prefray-cache/{CACHE_NAME}"
+    return f"{parent}/{CACHE_FOLDER}/{CACHE_NAME}"
 
 
 def _hidden(relative: str) -> bool:
@@ -262,8 +265,6 @@ def _signature(path: Path) -> tuple[int, int]:
 
 def merge_cache_files(source: Path, target: Path) -> None:
     """Insert the responses of SQLite cache `source` that `target` lacks (target created if missing)."""
-    from prefray.engine.money.cache import ResponseCache
-
     ResponseCache(target).close()   # creates the table if the file is new
     db = sqlite3.connect(target, timeout=30, isolation_level=None)
     try:
@@ -282,9 +283,6 @@ def staged_run(location: str | Path, run: dict[str, Any], own: bool = True) -> I
     if not is_uri(location):
         yield Path(location)
         return
-    from prefray.engine.flow.ownership import RemoteLease
-    from prefray.engine.money.cache import default_cache_path
-
     uri = str(location)
     local = staging_dir(uri, run.get("staging_dir"))
     cache = default_cache_path(local) if run.get("cache", True) and not run.get("cache_dir") else None

@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-LOCK_NAME = ".prefray.lock"
+from prefray.engine.rundir.layout import LEASE as LEASE_NAME
+from prefray.engine.rundir.layout import LOCK as LOCK_NAME
 
 
 class RunDirBusy(Exception):
@@ -92,7 +93,6 @@ def _read(handle) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-LEASE_NAME = ".prefray.lease"
 
 
 class RemoteLease:

@@ -21,10 +21,11 @@ import pyarrow as pa
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from prefray.engine.appendlog import AppendLog
-from prefray.engine.results.store import ABSORBED_KEY, absorbed_by, sync_folder
+from prefray.engine.rundir.appendlog import AppendLog
+from prefray.engine.rundir.layout import LEDGER as LEDGER_DIR
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.rundir.shards import ABSORBED_KEY, absorbed_by, sync_folder
 
-LEDGER_DIR = "ledger"
 SENT = "sent"
 
 PAID_SCHEMA = pa.schema([
@@ -38,7 +39,7 @@ class PaidLog(AppendLog):
     """The paid record of one gateway process."""
 
     def __init__(self, run_dir: Path, name: str):
-        super().__init__(Path(run_dir) / LEDGER_DIR, name)
+        super().__init__(RunDir(run_dir).ledger, name)
 
     def record(self, provider: str, model_id: str, request_hash: str, outcome: str,
                input_tokens: int, output_tokens: int, cost_usd: float) -> None:
@@ -53,7 +54,7 @@ PARQUET_PREFIX = "paid-"
 def read_paid(run_dir: Path, columns: list[str] | None = None) -> pa.Table | None:
     """Every recorded try of a run (None if the run has no ledger: written before it existed);
     `columns` picks columns of PAID_SCHEMA (all by default)."""
-    rolled, lines = _ledger_files(Path(run_dir) / LEDGER_DIR)
+    rolled, lines = _ledger_files(RunDir(run_dir).ledger)
     if not rolled and not lines:
         return None
     schema = pa.schema([PAID_SCHEMA.field(name) for name in columns or PAID_SCHEMA.names])
@@ -74,7 +75,7 @@ def _ledger_files(folder: Path) -> tuple[list[Path], list[Path]]:
 def compact_paid(run_dir: Path) -> int:
     """Roll the run's JSON-lines ledger files into one Parquet file (call it once no gateway writes:
     after the run's calls, or as the run dir's owner); returns the files absorbed."""
-    folder = Path(run_dir) / LEDGER_DIR
+    folder = RunDir(run_dir).ledger
     rolled, lines = _ledger_files(folder)
     _drop_absorbed(folder, rolled)
     if not lines:

@@ -1,0 +1,139 @@
+"""The dry run: what a launch (or rerun) would send, found without sending anything.
+
+`simulate` runs the real job runner in a scratch copy of the run directory against
+`SimulatedGateways`, so it sees exactly the units a launch would send: resume and the response
+cache are honoured, and later stages are built from simulated answers of earlier ones. The plan
+(money/estimate.py) prices the rows it returns; the end of a run counts with it the later-stage
+units that could not be built (flow/outcome.py).
+
+The dry run's differences from a real run live here, not in the runner: `DryRunner` keeps no
+requests and no answers, and a stage's example answer stands in for a simulated one its parser
+cannot read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from prefray.engine.benchmark import Benchmark, Job, Stage
+from prefray.engine.calls.pricing import call_cost, max_output_tokens
+from prefray.engine.calls.providers import synthetic
+from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs, try_parse
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import SHARD_SCHEMA
+from prefray.engine.types import CallResult, ChatRequest, ModelSpec
+
+
+@dataclass
+class SimulatedGateways:
+    """Answers every request locally: nothing is sent.
+
+    Text comes from the synthetic answer rule (calls/providers/synthetic.py, the fake provider's
+    too), so parsers and later stages work, padded to the assumed answer length; tokens are
+    estimated: input = characters / 4 (+ a few per message), output = `output_ratio` × the
+    request's max tokens.
+    """
+
+    output_ratio: float = 0.5
+
+    async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
+        return [self._answer(spec, r) for r in requests]
+
+    def _answer(self, spec: ModelSpec, request: ChatRequest) -> CallResult:
+        messages = list(request.messages)
+        output_tokens = max(1, int(max_output_tokens(request) * self.output_ratio))
+        if request.json_schema is not None:
+            text = synthetic.render_json(synthetic.answer_json(request.json_schema, messages, request.seed))
+        else:
+            text = synthetic.answer_text(messages, request.seed)
+            text += " lorem" * max(0, (output_tokens * 4 - len(text)) // 6)
+        input_tokens = request.estimated_input_tokens()
+        now = time.time()
+        return CallResult(status="ok", text=text, model_version="estimate", input_tokens=input_tokens,
+                          output_tokens=output_tokens, tries=1, started_at=now, finished_at=now,
+                          cost_usd=call_cost(spec, input_tokens, output_tokens))
+
+    async def close(self) -> None:
+        return None
+
+
+class DryRunner(JobRunner):
+    """A job runner for simulated answers: it stores rows (in the scratch run dir) but keeps no
+    requests and writes no answers to the response cache; a stage's `example_answer` stands in
+    for a simulated answer its parser cannot read."""
+
+    def keep_requests(self, spec: ModelSpec, requests: list[ChatRequest]) -> None:
+        return None
+
+    def keep_answers(self, keys: list[str], results: list[CallResult]) -> None:
+        return None
+
+    def unparsed(self, stage: Stage, results: list[CallResult], parsed: list[Any], failed: list[int]) -> list[int]:
+        if stage.example_answer is None:
+            return failed
+        for i in failed:
+            results[i].text = stage.example_answer
+        return [i for i in failed if not try_parse(stage, results[i], parsed, i)]
+
+
+def _scratch_copy(run_dir: Path) -> tuple[Path, set[str]]:
+    """A scratch run dir holding hard links to the stored shards; returns it and their names."""
+    scratch = Path(tempfile.mkdtemp(prefix="prefray-estimate-"))
+    source = RunDir(run_dir).shards
+    if source.is_dir():
+        shutil.copytree(source, RunDir(scratch).shards, copy_function=_link_or_copy)
+    return scratch, set(_shard_names(scratch))
+
+
+def _shard_names(scratch: Path) -> list[str]:
+    return [str(p.relative_to(scratch)) for p in RunDir(scratch).shards.glob("**/*.parquet")]
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _new_rows(scratch: Path, existing: set[str]) -> pa.Table:
+    new = [scratch / name for name in _shard_names(scratch) if name not in existing]
+    return pa.concat_tables([SHARD_SCHEMA.empty_table(), *(pq.read_table(p, schema=SHARD_SCHEMA) for p in new)])
+
+
+async def _run_all(runners: list[JobRunner], dispatcher: SimulatedGateways) -> list[tuple[Job, BaseException]]:
+    try:
+        return await run_jobs(runners)
+    finally:
+        await dispatcher.close()
+
+
+def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+             run_dir: Path, settings: dict[str, Any]) -> pa.Table:
+    """The rows a run would add to `run_dir`, answered by the simulation. `settings` are the
+    runner's (RunSettings), plus `output_ratio`: the share of its max tokens an answer is assumed to use."""
+    settings = dict(settings)
+    ratio = float(settings.pop("output_ratio", 0.5))
+    scratch, existing = _scratch_copy(Path(run_dir))
+    try:
+        settings.pop("compact", None)   # new rows are told apart by their files: keep them small
+        run_settings = RunSettings(run_dir=scratch, compact=False, **settings)
+        dispatcher = SimulatedGateways(ratio)
+        runners: list[JobRunner] = [DryRunner(job, benchmarks[job.benchmark], instances[i], run_settings, dispatcher)
+                                    for i, job in enumerate(jobs)]
+        crashed = asyncio.run(_run_all(runners, dispatcher))
+        for job, error in crashed:
+            raise RuntimeError(f"estimate of {job.benchmark}/{job.model.name}/{job.condition} failed: {error}")
+        return _new_rows(scratch, existing)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
