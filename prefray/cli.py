@@ -42,5 +42,5 @@ def console() -> int:
     argv = sys.argv[1:]
     from prefray.engine.flow.exits import run_cli
 
-    command = argv[0] if argv and argv[0] in app.COMMANDS else PROG
-    return run_cli(lambda: main(argv), command)
+    command = app.COMMANDS.get(argv[0] if argv else "")
+    return run_cli(lambda: main(argv), command.name if command else PROG, command and command.interrupted)

@@ -102,6 +102,30 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
                    and node.module == "prefray" for alias in node.names), name
 
 
+# what each command accepts as far as its parser goes (the work is replaced below)
+PARSED = {"launch": [], "plan": [], "rerun": ["run"], "rejudge": ["run", "judge=fake"], "view": ["run"],
+          "compact": ["run"], "upload": ["run", "s3://bucket/run"]}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_ctrl_c_in_any_command_is_exit_130_and_one_line(command, monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app.COMMANDS[command].module, "run", interrupted)
+    monkeypatch.setattr(sys, "argv", ["prefray", command, *PARSED[command]])
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        for runner in (lambda: app.run(command, PARSED[command]), cli.console):  # python -m prefray.NAME, prefray
+            assert runner() == 130
+            (line,) = lines(capsys.readouterr().err)
+            assert line.startswith("prefray: ") and "interrupted" in line
+            if command in ("compact", "upload"):
+                assert f"run the same {command} command again" in line
+    finally:
+        signal.signal(signal.SIGINT, handler)  # the runner ignores a second Ctrl-C from then on
+
+
 # -- as processes ---------------------------------------------------------------------------------
 
 @pytest.mark.e2e

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 class Command:
     name: str
     summary: str  # one line for `prefray --help`
+    interrupted: str | None = None  # the line after Ctrl-C, if not the run's (what is stored, how to resume)
 
     @property
     def module(self):
@@ -35,8 +36,12 @@ COMMANDS = {command.name: command for command in (
     Command("rerun", "run again the units of a run that ended failed or skipped"),
     Command("rejudge", "score a run's stored generations with another judge"),
     Command("view", "browse a run: metrics, figures, units, transcripts"),
-    Command("compact", "roll a run's small result shards into a few large Parquet files"),
-    Command("upload", "copy a run directory to object storage"),
+    Command("compact", "roll a run's small result shards into a few large Parquet files",
+            "prefray: compaction interrupted; the job folders compacted before it are complete, the others "
+            "unchanged; run the same compact command again to finish"),
+    Command("upload", "copy a run directory to object storage",
+            "prefray: upload interrupted; the destination may hold part of the run; run the same upload "
+            "command again to copy all of it"),
 )}
 
 
@@ -80,7 +85,7 @@ def run(name: str, argv: list[str] | None = None, prog: str | None = None) -> in
     """`main` through the one CLI runner: what `python -m prefray.NAME` and `prefray NAME` exit with."""
     from prefray.engine.flow.exits import run_cli
 
-    return run_cli(lambda: main(name, argv, prog), name)
+    return run_cli(lambda: main(name, argv, prog), name, COMMANDS[name].interrupted)
 
 
 def refuse(problems: list[str]) -> int:
