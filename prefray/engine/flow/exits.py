@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -38,7 +39,7 @@ def stored_rows(run_dir: Path) -> int:
     try:
         import pyarrow.dataset as ds
 
-        from prefray.engine.rundir.shards import shard_files
+        from prefray.engine.results.store import shard_files
 
         files = shard_files(run_dir / "shards")
         return ds.dataset(files, format="parquet").count_rows() if files else 0
@@ -55,11 +56,13 @@ def interrupted_line(command: str) -> str:
             f"run the same {command} command again to resume (stored units are not sent again)")
 
 
-def run_cli(main: Callable[[], int], command: str) -> int:
-    """Run a command's main; Ctrl-C ends it with one line and exit code 130, never a traceback."""
+def run_cli(main: Callable[[], int], command: str, interrupted: str | None = None) -> int:
+    """The one runner of every command's main (prefray.app.run, the `prefray` script): Ctrl-C ends it
+    with one line and exit code 130, never a traceback. The line says what the run dir holds and how
+    to resume, or `interrupted` when the command has its own (one that writes no run, e.g. compact)."""
     try:
         return main()
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the line
-        print(interrupted_line(command), file=sys.stderr, flush=True)
+        print(interrupted or interrupted_line(command), file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
