@@ -39,7 +39,7 @@ def stored_rows(run_dir: Path) -> int:
     try:
         import pyarrow.dataset as ds
 
-        from prefray.engine.results.store import shard_files
+        from prefray.engine.rundir.shards import shard_files
 
         files = shard_files(run_dir / "shards")
         return ds.dataset(files, format="parquet").count_rows() if files else 0
