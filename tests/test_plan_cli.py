@@ -14,7 +14,7 @@ from prefray.engine.calls.pricing import max_output_tokens
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
-from prefray.launch import compose_judge, conf_dir
+from prefray.app.compose import compose_judge, conf_dir
 from tests.conftest import ROOT
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
 
@@ -121,11 +121,11 @@ def test_quickstart_needs_no_key(tmp_path):
 
 def test_quickstart_preflight_asks_for_no_key(monkeypatch):
     from prefray.engine.config.preflight import preflight
-    from prefray.launch import plan
+    from prefray.app.compose import compose_sweep
 
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:
         monkeypatch.delenv(name)
-    _, _, jobs, benchmarks = plan(["limit=2"])
+    _, jobs, benchmarks = compose_sweep(["limit=2"], multirun=False)
     assert [(j.benchmark, j.model.name, j.roles["judge"].name) for j in jobs] == [("benchpres", "local", "local")]
     _, errors = preflight(jobs, benchmarks)
     assert errors == []

@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.engine.config.sweep import SweepError, expand, group_options
-from prefray.launch import conf_dir
+from prefray.app.compose import conf_dir
 from tests.conftest import launch
 
 CONF = conf_dir()
