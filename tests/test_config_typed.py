@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 from omegaconf import OmegaConf
 
+from prefray.app.compose import compose_overrides, conf_dir
 from prefray.engine.config import RunConfig, config_problems
 from prefray.engine.config.schema import REQUIRED, SECTIONS, BatchConfig, ModelSpec, TopConfig, build, default_of
 from prefray.engine.config.table import CAUSES_END, CAUSES_START, cause_table, readme_section
 from prefray.engine.types import CAUSE_MEANINGS, CallResult, Cause
-from prefray.app.compose import compose_overrides, conf_dir
 
 CONF = conf_dir()
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, Job, load_benchmark
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.config.sweep import JobChoice, SweepError, expand
 from prefray.engine.types import ModelSpec
 
@@ -103,7 +104,7 @@ def build_job(cfg: dict[str, Any], conf: Path) -> Job:
         benchmark=cfg["benchmark"]["name"], condition=cfg["condition"]["name"],
         model=model_spec(cfg["model"], f"model={cfg['model'].get('name')}"),
         roles=role_models(cfg, conf), settings=cfg["benchmark"], condition_settings=cfg["condition"],
-        limit=cfg.get("limit"), seed=int(cfg["run"].get("seed") or 0),
+        limit=cfg.get("limit"), seed=RunConfig.from_config(cfg["run"]).seed,
     ))
 
 

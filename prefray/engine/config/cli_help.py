@@ -11,8 +11,14 @@ import re
 import textwrap
 from pathlib import Path
 
-from prefray.engine.config.sweep import (all_options, benchmark_conditions, default_options, group_options, paper_judge,
-                                  served_by_prefray)
+from prefray.engine.config.sweep import (
+    all_options,
+    benchmark_conditions,
+    default_options,
+    group_options,
+    paper_judge,
+    served_by_prefray,
+)
 
 ENTRY_POINTS = ("plan", "rerun", "rejudge", "view")
 FALLBACK = {"view": "`python -m prefray.view RUN_DIR` — look at a finished run's metrics, plots and rows."}

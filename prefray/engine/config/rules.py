@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 
@@ -33,7 +34,7 @@ class Rule:
     def describe(self) -> str:
         return f"{self.allowed}, or null" if self.nullable and "null" not in self.allowed else self.allowed
 
-    def or_null(self, meaning: str = "") -> "Rule":
+    def or_null(self, meaning: str = "") -> Rule:
         text = f"{self.allowed}, or null" + (f" ({meaning})" if meaning else "")
         return Rule(text, self.check, nullable=True)
 

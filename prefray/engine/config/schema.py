@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prefray.engine.config.rules import (
-    Rule, anything, boolean, choice, integer, mapping, number, path, text, url,
+    Rule,
+    anything,
+    boolean,
+    choice,
+    integer,
+    mapping,
+    number,
+    path,
+    text,
+    url,
 )
 
 # A key without a default: every option file must set it.
@@ -76,8 +85,10 @@ class BatchConfig:
     """The `run.batch` section: when the batch tier submits a batch and how it polls it."""
 
     max_requests: int = key(integer(1, 10**6), 10000, "a batch is submitted once it holds this many requests")
-    max_age_s: float = key(number(minimum=0, maximum=SECONDS_MAX), 2.0, "... or once its oldest request waited this long")
-    poll_s: float = key(number(above=0, maximum=SECONDS_MAX), 5.0, "first wait between status polls of a submitted batch")
+    max_age_s: float = key(number(minimum=0, maximum=SECONDS_MAX), 2.0,
+                           "... or once its oldest request waited this long")
+    poll_s: float = key(number(above=0, maximum=SECONDS_MAX), 5.0,
+                        "first wait between status polls of a submitted batch")
     poll_max_s: float = key(number(above=0, maximum=SECONDS_MAX), 60.0, "longest wait between status polls")
 
 
@@ -95,7 +106,8 @@ class RunConfig:
                                  "work units per gateway call (one Parquet shard each; a rate-limited lane "
                                  "takes about a second of its sends)")
     compact: bool = key(boolean(), True, "roll each job's small shards into large Parquet files as it runs and ends")
-    compact_every: int = key(integer(0, 10**9), 256, "small shards a job writes before they are rolled (0: only at its end)")
+    compact_every: int = key(integer(0, 10**9), 256,
+                             "small shards a job writes before they are rolled (0: only at its end)")
     seed: int = key(integer(0, SEED_MAX), 0, "base seed; sample i of a unit is sent with seed + i")
     progress: bool = key(boolean(), True, "show a live progress display")
     plots: bool = key(boolean(), True, "draw the figures (plots/*.png) when the metrics are written; "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -63,7 +63,7 @@ def served_by_prefray(conf_dir: Path, group: str, option: str) -> str | None:
     return _served(str(conf_dir), group, option)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _served(conf_dir: str, group: str, option: str) -> str | None:
     data = _load(Path(conf_dir) / group / f"{option}.yaml")
     if "serve" in data:

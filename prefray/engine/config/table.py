@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 from prefray.engine.config.rules import render
 from prefray.engine.config.schema import (
-    OPEN_MAPS, PROMPT_PATH, REQUIRED, ROLE_OPTION, SECTIONS, TopConfig, default_of, inferred_rule, rule_of,
+    OPEN_MAPS,
+    PROMPT_PATH,
+    REQUIRED,
+    ROLE_OPTION,
+    SECTIONS,
+    TopConfig,
+    default_of,
+    inferred_rule,
+    rule_of,
 )
 from prefray.engine.config.validate import option_reference
 

@@ -11,11 +11,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.config.rules import Rule, render
 from prefray.engine.config.provider_params import SDK_CALL, accepted, unknown_params
+from prefray.engine.config.rules import Rule, render
 from prefray.engine.config.schema import (
-    NAMED_RULES, OPEN_MAPS, OPTION_SECTIONS, PROMPT_PATH, ROLE_OPTION, SECTIONS, ModelSpec, TopConfig, fields_of,
-    inferred_rule, rule_of,
+    NAMED_RULES,
+    OPEN_MAPS,
+    OPTION_SECTIONS,
+    PROMPT_PATH,
+    ROLE_OPTION,
+    SECTIONS,
+    ModelSpec,
+    TopConfig,
+    fields_of,
+    inferred_rule,
+    rule_of,
 )
 
 TOP_KEYS = ("benchmark", "condition", "judge", "limit", "model", "run")

@@ -14,6 +14,7 @@ from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.rundir.cache import ResponseCache, default_cache_path
+from prefray.engine.rundir.layout import CACHE_FILE
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.calls.gateway import NAMESPACE
@@ -59,7 +60,7 @@ class SweepOptions:
 
     @property
     def cache_path(self) -> Path | None:
-        return Path(self.run.cache_dir) / "responses.sqlite" if self.run.cache_dir else None
+        return Path(self.run.cache_dir) / CACHE_FILE if self.run.cache_dir else None
 
     @property
     def cache_file(self) -> Path:
@@ -176,7 +177,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             budget = budget_actor(options.budget_usd)
             gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
-            gateways = with_batch_tier(gateways, options.run_dir, configs[0]["run"])  # models in tier batch
+            gateways = with_batch_tier(gateways, options.run_dir, options.run)  # models in tier batch
             feed = progress.add_calls if show else None
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed))
     finally:

@@ -8,8 +8,9 @@ from typing import Any
 from prefray.engine.calls.batch.tier import BatchSettings, TierError, apply_run_tier, batch_priced, tier_cost
 
 
-def with_batch_tier(inner: Any, run_dir: Path, run: dict[str, Any]) -> Any:
-    """Wrap a dispatcher so models in tier batch answer through their provider's batch API."""
+def with_batch_tier(inner: Any, run_dir: Path, run: Any) -> Any:
+    """Wrap a dispatcher so models in tier batch answer through their provider's batch API (`run`: the
+    typed RunConfig, or a run config dict)."""
     from prefray.engine.calls.batch.dispatcher import BatchTier
 
     return BatchTier(inner, Path(run_dir), BatchSettings.from_config(run))

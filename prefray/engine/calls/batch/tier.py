@@ -7,11 +7,11 @@ and role of a sweep at once. Batch prices are the interactive prices × (1 − b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from prefray.engine.config.schema import BatchConfig
 from prefray.engine.calls.pricing import call_cost
+from prefray.engine.config.schema import BatchConfig, RunConfig
 from prefray.engine.types import ModelSpec
 
 TIERS = ("interactive", "batch")
@@ -28,7 +28,9 @@ class BatchSettings(BatchConfig):
     """The `run.batch` config group (its keys and defaults: engine/config/schema.py BatchConfig)."""
 
     @classmethod
-    def from_config(cls, run: dict[str, Any]) -> "BatchSettings":
+    def from_config(cls, run: dict[str, Any] | RunConfig) -> BatchSettings:
+        if isinstance(run, RunConfig):   # typed, hence checked: its batch section as it is
+            return cls(**asdict(run.batch))
         given = dict(run.get("batch") or {})
         # `prefray.rerun RUN_DIR run.batch.poll_s=...` sets dotted keys on the recorded run config
         given.update({k.removeprefix("batch."): v for k, v in run.items() if k.startswith("batch.")})
