@@ -11,13 +11,16 @@ import random
 from dataclasses import dataclass
 
 from prefray.engine.calls.providers.base import ProviderError
+from prefray.engine.types import ModelSpec
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 4
+    """Tries and waits of one model's calls (defaults: the model config's, engine/config/schema.py)."""
+
+    max_attempts: int = ModelSpec.max_attempts
     base_delay_s: float = 0.5
-    max_wait_s: float = 60.0
+    max_wait_s: float = ModelSpec.max_wait_s
 
     def wait_before_next(self, error: ProviderError, tries_so_far: int) -> float | None:
         """Seconds to wait before the next try, or None to give up."""
