@@ -37,7 +37,8 @@ import pyarrow.parquet as pq
 from _common import ROOT, launch
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.rundir.paid import LEDGER_DIR, compact_paid, read_paid  # noqa: E402
+from prefray.engine.rundir import RunDir  # noqa: E402
+from prefray.engine.rundir.paid import compact_paid, read_paid  # noqa: E402
 from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
 
 TEMPLATES = {
@@ -122,7 +123,7 @@ def paid_copies(paid: pa.Table, copies: int) -> pa.Table:
 
 def write_paid(run_dir: Path, paid: pa.Table, name: str, files: int = 8) -> None:
     """The paid record as gateways write it: JSON lines, one file per gateway process."""
-    folder = run_dir / LEDGER_DIR
+    folder = RunDir(run_dir).ledger
     folder.mkdir(parents=True, exist_ok=True)
     per_file = -(-paid.num_rows // files)
     for index, start in enumerate(range(0, paid.num_rows, per_file)):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 Result = TypeVar("Result")
 

@@ -8,8 +8,9 @@ is a config error, raised before any call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 class PromptError(ValueError):

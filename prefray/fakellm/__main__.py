@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     limited = tuple(m for m in args.limit_models.split(",") if m)
     rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     model_latency = {m: float(s) for m, _, s in (item.partition("=") for item in args.model_latency.split(",") if item)}
-    options = FakeOptions(latency_s=args.latency, model_latency_s=model_latency, rpm=args.rpm, tpm=args.tpm, limited_models=limited, fault_rate=args.fault_rate,
+    options = FakeOptions(latency_s=args.latency, model_latency_s=model_latency, rpm=args.rpm, tpm=args.tpm,
+                          limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
                           strict_window_s=args.strict_window, rejected=rejected, inflate_input=args.inflate_input,

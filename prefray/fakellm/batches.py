@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -91,7 +91,7 @@ class Batch:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -125,7 +125,8 @@ class FakeBatches:
         self.seen[digest] += 1
         return first and int(digest[:8], 16) / 0xFFFFFFFF < self.options.fail_rate
 
-    def _text(self, messages: list[dict[str, Any]], body: dict[str, Any], schema: dict[str, Any] | None) -> tuple[str, bool]:
+    def _text(self, messages: list[dict[str, Any]], body: dict[str, Any],
+              schema: dict[str, Any] | None) -> tuple[str, bool]:
         from prefray.fakellm.server import _output_budget
 
         text = self.provider._answer(messages, body.get("seed"), schema)
@@ -160,7 +161,8 @@ class FakeBatches:
         text, cut = self._text(messages, body, _openai_schema(body))
         tokens_out = answers.count_tokens(text)
         self._count(str(body.get("model")), tokens_in, tokens_out)
-        return 200, {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        return 200, {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                     "created": int(time.time()),
                      "model": f"{body.get('model')}{self.provider.options.model_version_suffix}",
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                   "finish_reason": "length" if cut else "stop"}],
@@ -296,7 +298,8 @@ class FakeBatches:
             line = json.loads(text)
             cid = line.get("custom_id")
             if not cid or cid in ids or line.get("method") != "POST" or line.get("url") != body["endpoint"]:
-                return _error(400, f"line {number}: custom_id missing or repeated, or method/url not POST {body['endpoint']}")
+                return _error(400, f"line {number}: custom_id missing or repeated, "
+                                   f"or method/url not POST {body['endpoint']}")
             ids.add(cid)
             requests.append((cid, line.get("body") or {}))
         batch = self._create("openai", requests, "batch_")
@@ -312,7 +315,9 @@ class FakeBatches:
 
     async def openai_retrieve(self, request: web.Request) -> web.Response:
         batch = self._batch(request, "openai")
-        return _error(404, "no such batch", "not_found_error") if batch is None else web.json_response(self._openai_json(batch))
+        if batch is None:
+            return _error(404, "no such batch", "not_found_error")
+        return web.json_response(self._openai_json(batch))
 
     async def openai_cancel(self, request: web.Request) -> web.Response:
         batch = self._batch(request, "openai")
@@ -333,7 +338,8 @@ class FakeBatches:
                                    "canceled": outcomes["canceled"], "expired": outcomes["expired"]},
                 "created_at": _iso(batch.created), "expires_at": _iso(batch.created + WINDOW_S),
                 "ended_at": _iso(batch.ended_at), "archived_at": None, "cancel_initiated_at": None,
-                "results_url": f"{request.scheme}://{request.host}/v1/messages/batches/{batch.id}/results" if ended else None}
+                "results_url": (f"{request.scheme}://{request.host}/v1/messages/batches/{batch.id}/results"
+                                if ended else None)}
 
     async def anthropic_create(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -341,7 +347,8 @@ class FakeBatches:
         ids = [item.get("custom_id") for item in items]
         if not items or len(set(ids)) != len(ids) or not all(isinstance(i, str) and CUSTOM_ID.match(i) for i in ids):
             return _error(400, "requests: custom_id must be unique and match ^[a-zA-Z0-9_-]{1,64}$")
-        batch = self._create("anthropic", [(item["custom_id"], item.get("params") or {}) for item in items], "msgbatch_")
+        batch = self._create("anthropic", [(item["custom_id"], item.get("params") or {}) for item in items],
+                             "msgbatch_")
         return web.json_response(self._anthropic_json(batch, request))
 
     async def anthropic_retrieve(self, request: web.Request) -> web.Response:

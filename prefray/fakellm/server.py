@@ -194,7 +194,8 @@ class FakeProvider:
         if fault == "429":
             return _too_many(self.options.fault_retry_after_s)
         if fault == "500":
-            return web.json_response({"error": {"message": "injected server error", "type": "server_error"}}, status=500)
+            return web.json_response({"error": {"message": "injected server error", "type": "server_error"}},
+                                     status=500)
         if fault == "timeout":
             await asyncio.sleep(self.options.timeout_fault_s)
             return web.json_response({"error": {"message": "late"}}, status=504)
@@ -241,8 +242,8 @@ class FakeProvider:
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         refused = _refused_keyword(schema)
         if refused is not None:  # as Anthropic does: its structured output has no such keyword
-            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
-                                      "message": f"output_config.format.schema: property '{refused}' is not supported"}},
+            message = f"output_config.format.schema: property '{refused}' is not supported"
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error", "message": message}},
                                      status=400)
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
@@ -250,7 +251,8 @@ class FakeProvider:
         return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=True), data={
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
-            "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
+            "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn",
+            "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         })
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from prefray.engine.calls.gateway import get_gateway, lane_processes
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec

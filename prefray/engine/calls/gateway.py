@@ -20,14 +20,14 @@ from typing import Any
 
 import ray
 
-from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
-from prefray.engine.rundir.journal import AnswerJournal
 from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
-from prefray.engine.rundir.paid import SENT, PaidLog
+from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
+from prefray.engine.rundir.journal import AnswerJournal
+from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 NAMESPACE = "prefray"
@@ -116,7 +116,7 @@ class _Lane:
                         reply = await self.provider.complete(request)
                 except ProviderError as exc:
                     error = exc
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     error = ProviderError("timeout", f"no answer within {self.spec.timeout_s:.0f}s", retryable=True)
                 else:
                     self._record_try(request, "ok", reply.input_tokens, reply.output_tokens)
@@ -136,8 +136,8 @@ class _Lane:
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
-                return CallResult(status="failed", cause=refined_cause(error), error=self._redact(str(error)), tries=tries,
-                                  latency_s=done - sent, started_at=started, finished_at=done)
+                return CallResult(status="failed", cause=refined_cause(error), error=self._redact(str(error)),
+                                  tries=tries, latency_s=done - sent, started_at=started, finished_at=done)
             await asyncio.sleep(wait)
 
 
@@ -176,7 +176,7 @@ class Gateway:
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         return list(await asyncio.gather(*(self._counted(lane, r, budget, tag) for r in requests)))
 
-    async def _counted(self, lane: "_Lane", request: ChatRequest, budget: Any, tag: str | None) -> CallResult:
+    async def _counted(self, lane: _Lane, request: ChatRequest, budget: Any, tag: str | None) -> CallResult:
         """One call; its end is counted under the batch's tag (job and stage) for live progress."""
         result = await lane.call(request, budget, tag or "")
         if tag is not None:

@@ -30,7 +30,8 @@ import math
 import os
 import time
 from collections import OrderedDict, deque
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import ray
@@ -49,7 +50,7 @@ LATENCY_SMOOTHING = 0.2
 HANDLE_ATTEMPTS = 3
 
 
-def request_pacer(rpm: float) -> "Pacer":
+def request_pacer(rpm: float) -> Pacer:
     """One request every 60/rpm seconds, never a burst."""
     return Pacer(60.0 / (rpm * PACE_MARGIN))
 
@@ -295,7 +296,8 @@ class ModelLimits:
     async def answered(self, latency_s: float, headers: Mapping[str, str] | None = None) -> None:
         """After a successful call: learn latency and limits, grow the window toward its target."""
         smoothed = self.latency_s
-        self.latency_s = latency_s if smoothed is None else (1 - LATENCY_SMOOTHING) * smoothed + LATENCY_SMOOTHING * latency_s
+        self.latency_s = (latency_s if smoothed is None
+                          else (1 - LATENCY_SMOOTHING) * smoothed + LATENCY_SMOOTHING * latency_s)
         if headers:
             self._learn(read_rate_headers(headers))
         target = self.little_target()

@@ -17,9 +17,10 @@ import asyncio
 import importlib.util
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from importlib.metadata import entry_points
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import ray
@@ -125,7 +126,7 @@ class LocalServer:
         return self.base_url
 
 
-def get_local_server(kind: str, base_url: str | None, placement: dict) -> "ray.actor.ActorHandle":
+def get_local_server(kind: str, base_url: str | None, placement: dict) -> ray.actor.ActorHandle:
     host, port = host_port(base_url)
     job = ray.get_runtime_context().get_job_id()
     return LocalServer.options(name=f"local-server-{host}-{port}-{job}", namespace=NAMESPACE, get_if_exists=True,

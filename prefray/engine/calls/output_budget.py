@@ -14,8 +14,9 @@ and the request all use this number.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from prefray.engine.types import ChatRequest, ModelSpec
 

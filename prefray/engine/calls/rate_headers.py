@@ -9,9 +9,9 @@ same for `-input-tokens`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Mapping
+from datetime import UTC, datetime
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -48,8 +48,8 @@ def seconds_until(stamp: str, now: datetime | None = None) -> float | None:
     except ValueError:
         return duration_seconds(stamp)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return max(0.0, (moment - (now or datetime.now(timezone.utc))).total_seconds())
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
 
 
 def _int(headers: Mapping[str, str], name: str) -> int | None:

@@ -39,9 +39,10 @@ def stored_rows(run_dir: Path) -> int:
     try:
         import pyarrow.dataset as ds
 
+        from prefray.engine.rundir import RunDir
         from prefray.engine.rundir.shards import shard_files
 
-        files = shard_files(run_dir / "shards")
+        files = shard_files(RunDir(run_dir).shards)
         return ds.dataset(files, format="parquet").count_rows() if files else 0
     except Exception:  # noqa: BLE001 - the line is printed on the way out, whatever the shards hold
         return 0

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn
 
@@ -171,7 +172,7 @@ class LiveProgress:
         if enabled:
             self._show("\0total", "total", Tally())  # the total row stays on top
 
-    def __enter__(self) -> "LiveProgress":
+    def __enter__(self) -> LiveProgress:
         self.progress.__enter__()
         return self
 

@@ -15,7 +15,8 @@ largest lane bound. No schedule can finish sooner under the configured rate limi
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 

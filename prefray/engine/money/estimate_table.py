@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prefray.engine.benchmark import Job

@@ -14,10 +14,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark, text_needed_hook
-from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
 
 CALLS_SCHEMA = pa.schema([

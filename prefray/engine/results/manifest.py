@@ -150,5 +150,6 @@ def conflicting_jobs(run_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
 
 def _diff(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{path}.{k}".lstrip("."))]
+        return [d for k in sorted(set(old) | set(new))
+                for d in _diff(old.get(k), new.get(k), f"{path}.{k}".lstrip("."))]
     return [] if old == new else [path]

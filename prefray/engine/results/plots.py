@@ -25,11 +25,12 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -248,7 +249,8 @@ def legend_columns(entries: int, height_in: float) -> int:
     return max(1, -(-entries // fits))
 
 
-def bar_margins(size_in: Sequence[float], ticks: Sequence[Any], labels: Sequence[str], columns: int) -> dict[str, float]:
+def bar_margins(size_in: Sequence[float], ticks: Sequence[Any], labels: Sequence[str],
+                columns: int) -> dict[str, float]:
     """subplots_adjust fractions for a bar figure: room below for the x tick labels (rotated 30°,
     right-aligned on their tick), above for the title, right for a legend of `labels` in `columns`."""
     width, height = size_in

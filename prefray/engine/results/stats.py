@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,8 @@ def cluster_totals(values: Sequence[float], clusters: Sequence[Any]) -> tuple[li
     return ids[order].tolist(), sums[order], sizes[order]
 
 
-def _cluster_totals_by_loop(values: Sequence[float], clusters: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+def _cluster_totals_by_loop(values: Sequence[float],
+                            clusters: Sequence[Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
     index: dict[Any, int] = {}
     sums: list[float] = []
     sizes: list[int] = []
@@ -233,7 +235,8 @@ def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
     if runs is not None and len(runs.values) == len(names):   # one contiguous run per benchmark
         ends = runs.run_ends.to_pylist()
         starts = [0, *ends[:-1]]
-        slices = {name: rows.slice(start, end - start) for name, start, end in zip(runs.values.to_pylist(), starts, ends)}
+        slices = {name: rows.slice(start, end - start)
+                  for name, start, end in zip(runs.values.to_pylist(), starts, ends)}
         return {name: slices[name] for name in sorted(names)}
     return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in sorted(names)}
 

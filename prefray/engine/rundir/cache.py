@@ -43,7 +43,8 @@ class ResponseCache:
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            query = f"SELECT key, text, model_version, input_tokens, output_tokens FROM responses WHERE key IN ({marks})"
+            query = ("SELECT key, text, model_version, input_tokens, output_tokens FROM responses "
+                     f"WHERE key IN ({marks})")
             for key, text, version, tokens_in, tokens_out in self.db.execute(query, chunk):
                 now = time.time()
                 found[key] = CallResult(status="ok", text=text, model_version=version, input_tokens=tokens_in,

@@ -18,7 +18,6 @@ from collections import Counter, defaultdict, deque
 from pathlib import Path
 
 from prefray.engine.rundir.appendlog import AppendLog
-from prefray.engine.rundir.layout import JOURNAL as JOURNAL_DIR
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.rundir.shards import drop_absorbed, read_rows
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec

@@ -35,7 +35,7 @@ class RunDirLock:
         self.path = self.run_dir / LOCK_NAME
         self.handle = None
 
-    def acquire(self) -> "RunDirLock":
+    def acquire(self) -> RunDirLock:
         """Take the lock or raise RunDirBusy at once (never waits)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+", encoding="utf-8")
@@ -74,7 +74,7 @@ class RunDirLock:
             self.handle.close()
             self.handle = None
 
-    def __enter__(self) -> "RunDirLock":
+    def __enter__(self) -> RunDirLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -141,7 +141,7 @@ class RemoteLease:
                           f"{age:.0f}s ago); wait for it to end, or for {self.STALE_SECONDS:.0f}s without a "
                           "heartbeat after it died, or use another run.dir")
 
-    def acquire(self) -> "RemoteLease":
+    def acquire(self) -> RemoteLease:
         owner = self.read()
         if owner and time.time() - float(owner.get("heartbeat") or 0) < self.STALE_SECONDS:
             raise self._busy(owner)

@@ -14,15 +14,15 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from prefray.engine.rundir.appendlog import AppendLog
-from prefray.engine.rundir.layout import LEDGER as LEDGER_DIR
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.rundir.shards import ABSORBED_KEY, absorbed_by, sync_folder
 

@@ -32,8 +32,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from prefray.engine.rundir.cache import ResponseCache, default_cache_path
 from prefray.engine.rundir.layout import CACHE_FILE as CACHE_NAME
@@ -234,7 +235,7 @@ class Mirror:
         last_logs = time.monotonic()
         while not self._stop.wait(SYNC_SECONDS):
             logs = time.monotonic() - last_logs >= LOG_SYNC_SECONDS
-            self._try("copying files", lambda: self.push(include_logs=logs))
+            self._try("copying files", lambda logs=logs: self.push(include_logs=logs))
             self._try("renewing the lease", self.heartbeat)
             if logs:
                 last_logs = time.monotonic()

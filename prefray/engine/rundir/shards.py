@@ -18,9 +18,9 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -165,7 +165,7 @@ class Compaction:
     written: int = 0
     rows: int = 0
 
-    def __add__(self, other: "Compaction") -> "Compaction":
+    def __add__(self, other: Compaction) -> Compaction:
         return Compaction(self.absorbed + other.absorbed, self.written + other.written, self.rows + other.rows)
 
 

@@ -22,9 +22,10 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from prefray.engine.calls.batch.clients import BatchClient, batch_client
 from prefray.engine.calls.batch.records import BatchRecord, BatchStore, delivered_after, key_of
@@ -55,7 +56,7 @@ def _print_progress(counts: Counter) -> None:
 class Lane:
     """The requests of one model waiting to be put into a batch."""
 
-    def __init__(self, tier: "BatchTier", spec: ModelSpec):
+    def __init__(self, tier: BatchTier, spec: ModelSpec):
         self.tier = tier
         self.spec = spec
         self.queue: list[Item] = []

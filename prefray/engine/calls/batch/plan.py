@@ -6,8 +6,9 @@ provider's completion window (24 h at most; often far less), independent of rate
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from prefray.engine.calls.batch.tier import COMPLETION_WINDOW_H, tier_cost
 from prefray.engine.calls.limits import min_minutes

@@ -23,7 +23,6 @@ from prefray.engine.rundir.shards import read_rows
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 
-
 def request_key(provider: str, request_hash: str, seed: int | None) -> str:
     identity = f"{provider}|{request_hash}|{'' if seed is None else seed}"
     return hashlib.sha256(identity.encode()).hexdigest()

@@ -13,8 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from prefray.engine.calls.batch.tier import tier_cost
-from prefray.engine.calls.providers.base import (TRUNCATION_REASONS, ProviderError, ProviderReply, classify_status,
-                                           is_context_overflow)
+from prefray.engine.calls.providers.base import (
+    TRUNCATION_REASONS,
+    ProviderError,
+    ProviderReply,
+    classify_status,
+    is_context_overflow,
+)
 from prefray.engine.types import CallResult, ModelSpec
 
 # Anthropic error types → (cause, HTTP status they stand for)

@@ -6,12 +6,13 @@ Providers never sleep, loop or count: retries live in `engine.retry`, limits in 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import AsyncIterator, Protocol
+from typing import Protocol
 
 from prefray.engine.calls.rate_headers import rate_headers_subset
-from prefray.engine.types import ChatRequest, ModelSpec
+from prefray.engine.types import ChatRequest
 
 
 @dataclass
