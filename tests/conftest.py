@@ -1,11 +1,18 @@
 """Shared test fixtures: one real local Ray cluster per session, real fake-provider servers.
 
-Every CLI run in the tests goes through `python -m prefray.launch` in a subprocess that joins the
-session's cluster through RAY_ADDRESS, so each run costs a connection, not a cluster start.
+Two tiers (`python -m pytest -m "not e2e"` is the fast one): a test marked `e2e` starts a CLI
+process, a Ray cluster of its own, a browser or a server, or runs a sweep on the session's cluster.
+A test that asks for one of the fixtures below that do so must carry the mark (checked at collection).
+
+`run_cli` runs `prefray.launch.main(argv)` in the pytest process, a driver of the session's cluster
+(through RAY_ADDRESS), so a run costs neither a Python start nor a Ray connection. Behaviour that
+needs a process of its own (signals, kill -9, the exit code of a process, its environment) goes
+through `launch` / `run_cli(..., process=True)`: `python -m prefray.launch` in a subprocess.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -13,13 +20,25 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Fixtures that start a server or run on the session's Ray cluster: a test using one is `e2e`.
+E2E_FIXTURES = {"ray_address", "run_cli", "fake_server", "make_fake_server", "session_fake_server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    unmarked = [item.nodeid for item in items
+                if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("e2e") is None]
+    if unmarked:
+        raise pytest.UsageError("tests using a server or the Ray cluster must be marked e2e:\n  " + "\n  ".join(unmarked))
 
 
 def free_port() -> int:
@@ -49,6 +68,9 @@ def ray_address(tmp_path_factory) -> str:
     os.environ["RAY_ADDRESS"] = address
     os.environ["RAY_AUTH_MODE"] = "disabled"
     yield address
+    import ray
+
+    ray.shutdown()    # the pytest process's own driver, if an in-process launch connected it
     os.killpg(head.pid, signal.SIGTERM)
     try:
         head.wait(timeout=30)
@@ -104,13 +126,20 @@ def start_fake_server(*args: str) -> FakeServer:
     raise RuntimeError("fake server did not start")
 
 
-@pytest.fixture
-def fake_server():
-    """A fresh fake provider server (plain: no limits, no faults)."""
+@pytest.fixture(scope="session")
+def session_fake_server():
+    """The session's plain fake provider (no limits, no faults), shared by every test."""
     server = start_fake_server()
     yield server
     server.process.kill()
     server.process.wait()
+
+
+@pytest.fixture
+def fake_server(session_fake_server):
+    """The session's plain fake provider, its counts and recorded requests reset for this test."""
+    session_fake_server.reset()
+    return session_fake_server
 
 
 @pytest.fixture
@@ -135,13 +164,77 @@ def launch(*args: str, timeout: float = 300, env: dict | None = None) -> subproc
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
+def launch_here(*args: str, env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`prefray.launch.main(args)` in this process, as `python -m prefray.launch` runs it (Ctrl-C:
+    130; an escaping exception: its traceback and 1), its output captured; → a CompletedProcess.
+
+    What a launch leaves behind in the process is undone here: the environment, the working
+    directory, the interrupt line's run dir, the config-file caches; and the gateway (and served
+    model) actors it killed are waited for, since their names are this driver's job's and the next
+    launch would ask for the same ones."""
+    from prefray.engine.flow.exits import run_cli as run_main, set_current_run
+    from prefray.launch import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update(env or {})
+    os.chdir(ROOT)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = run_main(lambda: main(list(args)), "launch")
+            except SystemExit as exc:         # argparse: --help, bad arguments
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception:  # noqa: BLE001 - what the interpreter does with it
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        set_current_run(None)
+        forget_config_files()
+        wait_for_launch_actors()
+    return subprocess.CompletedProcess(["prefray.launch", *args], code, out.getvalue(), err.getvalue())
+
+
+def forget_config_files() -> None:
+    """Config files are read once per process; a test may rewrite one between two launches."""
+    import importlib
+
+    for module, name in (("prefray.engine.config.validate", "_option_file"),
+                         ("prefray.engine.config.sweep", "_served")):
+        try:
+            getattr(importlib.import_module(module), name).cache_clear()
+        except (ImportError, AttributeError):
+            pass
+
+
+def wait_for_launch_actors(timeout: float = 30) -> None:
+    """Until no gateway or served-model actor of this driver's job is alive (a killed actor's name
+    is released a moment after `ray.kill`; the next launch must not be handed the dying one)."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    job = ray.get_runtime_context().get_job_id()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+        if not any(n.startswith(("gateway-", "local-server-")) and job in n for n in names):
+            return
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def run_cli(ray_address):
     """`run_cli(*args)` → CompletedProcess; fails the test with the output if it exits with another
-    code than `expect_code` (0: every cell complete; 3: finished with failed or skipped units)."""
+    code than `expect_code` (0: every cell complete; 3: finished with failed or skipped units).
+    In this process (`launch_here`); `process=True` runs `python -m prefray.launch` instead."""
 
-    def run(*args: str, expect_ok: bool = True, expect_code: int = 0, **kwargs) -> subprocess.CompletedProcess:
-        done = launch(*args, **kwargs)
+    def run(*args: str, expect_ok: bool = True, expect_code: int = 0, process: bool = False,
+            **kwargs) -> subprocess.CompletedProcess:
+        done = (launch if process else launch_here)(*args, **kwargs)
         if expect_ok and done.returncode != expect_code:
             pytest.fail(f"launch {' '.join(args)} exited {done.returncode}\nSTDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}")
         return done

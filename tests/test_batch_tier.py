@@ -162,6 +162,7 @@ def _check_ledger_at_batch_price(run_dir: Path, stats: dict) -> None:
     assert stats["requests"] == 0  # nothing went through the interactive routes
 
 
+@pytest.mark.e2e
 def test_benchpres_batch_tier_matches_interactive_at_half_price(run_cli, make_fake_server, tmp_path,
                                                                 interactive_metrics):
     server = make_fake_server("--batch-delay", "0.3")
@@ -175,6 +176,7 @@ def test_benchpres_batch_tier_matches_interactive_at_half_price(run_cli, make_fa
     assert len(records) == stats["batches_created"] and all(r["status"] == "completed" for r in records)
 
 
+@pytest.mark.e2e
 def test_cupid_batch_tier_per_model_matches_interactive(run_cli, make_fake_server, tmp_path, interactive_metrics):
     server = make_fake_server("--batch-delay", "0.3")
     run_dir = tmp_path / "batch"
@@ -188,6 +190,7 @@ def test_cupid_batch_tier_per_model_matches_interactive(run_cli, make_fake_serve
     assert set(stats["batches_by_api"]) == {"openai", "anthropic"}  # Anthropic answers, OpenAI-side judge
 
 
+@pytest.mark.e2e
 def test_killed_driver_collects_its_batches_on_relaunch(run_cli, make_fake_server, tmp_path, interactive_metrics):
     server = make_fake_server("--batch-delay", "6")
     run_dir = tmp_path / "run"
@@ -216,6 +219,7 @@ def test_killed_driver_collects_its_batches_on_relaunch(run_cli, make_fake_serve
     _check_ledger_at_batch_price(run_dir, after)
 
 
+@pytest.mark.e2e
 def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_server, tmp_path):
     from prefray.engine.calls.pricing import max_call_cost
     from prefray.engine.results.request_store import read_requests
@@ -257,6 +261,7 @@ def _fake_config() -> dict:
     return yaml.safe_load((ROOT / "conf" / "model" / "fake.yaml").read_text())
 
 
+@pytest.mark.e2e
 def test_failed_and_expired_batch_requests_are_rows_with_causes_that_rerun_finishes(
         run_cli, make_fake_server, tmp_path, interactive_metrics):
     server = make_fake_server("--batch-fail-rate", "0.3", "--batch-expire-first", "1")

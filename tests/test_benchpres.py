@@ -422,6 +422,7 @@ def expected_metrics(shards, condition):
             "scores": scores}
 
 
+@pytest.mark.e2e
 def test_sweep_over_every_condition_equals_independent_expectation(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     run_cli("-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake",

@@ -230,6 +230,7 @@ def test_the_judge_answers_a_rationale_first_and_the_fake_fills_it():
 
 # ---------------------------------------------------------------- end to end: the unmapped context is reported
 
+@pytest.mark.e2e
 def test_an_unmapped_cimemories_context_is_warned_and_counted_in_metrics_md(run_cli, fake_server, tmp_path):
     profile = sample_profile()
     contexts = [{"recipient": "Admissions Committee", "task": "Address academic performance variation"},

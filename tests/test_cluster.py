@@ -62,6 +62,7 @@ def test_port_zero_binds_a_free_port_per_server():
     assert with_port("http://127.0.0.1:0", 4321) == "http://127.0.0.1:4321"
 
 
+@pytest.mark.e2e
 def test_two_launches_at_once_each_serve_their_own_model(ray_address, tmp_path):
     """Both launches start the fake provider themselves (model=fake, judge=fake: base_url port 0).
     On a shared fixed port, the first to finish would take the other's server down with it."""
@@ -159,6 +160,7 @@ def files_containing(root: str, needle: str) -> list[str]:
     return found
 
 
+@pytest.mark.e2e
 @pytest.mark.cluster
 def test_ray_job_submit_runs_a_sweep_and_keeps_keys_out_of_ray(fake_server, short_temp, tmp_path):
     """A sweep submitted with jobs/submit.sh to a head with the job server; the API key lives only in
@@ -187,6 +189,7 @@ def test_ray_job_submit_runs_a_sweep_and_keeps_keys_out_of_ray(fake_server, shor
     assert by_model.get("fake-model", 0) > 0 and by_model.get("fake-judge", 0) > 0, by_model
 
 
+@pytest.mark.e2e
 def test_kuberay_manifest_runs_a_sweep_the_cli_accepts(tmp_path):
     """No Kubernetes here: the RayJob is checked for shape, and its entrypoint's sweep goes through
     the CLI's own config composition (--cfg: no keys needed)."""
@@ -236,6 +239,7 @@ def s3_server() -> Iterator[str]:
         stop(server)
 
 
+@pytest.mark.e2e
 def test_upload_copies_a_run_dir_to_s3(s3_server, tmp_path):
     from pyarrow import fs
 
@@ -280,6 +284,7 @@ def alive_nodes(api: str) -> list[str]:
     return [n.node_id for n in list_nodes(address=api, filters=[("state", "=", "ALIVE")])]
 
 
+@pytest.mark.e2e
 @pytest.mark.cluster
 def test_two_node_cluster_runs_a_sweep_with_served_models_on_the_driver_node(fake_server, short_temp, tmp_path,
                                                                            monkeypatch):
@@ -335,6 +340,7 @@ print("alive" if alive() else "gone", flush=True)
 """
 
 
+@pytest.mark.e2e
 def test_two_launches_at_once_share_one_limiter_that_outlives_them(ray_address, make_fake_server, tmp_path):
     """Two sweeps on one cluster, same endpoint and key: their gateways take from one detached
     limiter, so together they stay under the server's RPM (zero 429s; with a limiter each, this

@@ -156,6 +156,7 @@ def compact_cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.e2e
 def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner(tmp_path):
     missing = compact_cli(str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
@@ -171,6 +172,7 @@ def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner(tmp_path):
     assert len(parquet_names(folder)) == 4  # nothing changed
 
 
+@pytest.mark.e2e
 def test_compact_command_rolls_an_older_run(tmp_path):
     expected = set()
     for model in ("m1", "m2"):
@@ -193,6 +195,7 @@ def metrics_rows(run_dir: Path) -> list[str]:
     return sorted((run_dir / "metrics.csv").read_text().splitlines())
 
 
+@pytest.mark.e2e
 def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli, fake_server, tmp_path):
     args = ["benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(), "limit=2",
             "run.cache=false", "run.shard_size=1"]
@@ -223,6 +226,7 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     assert len(list((plain / "requests").iterdir())) > 1
 
 
+@pytest.mark.e2e
 def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):
     good, bad = job_dir(tmp_path, "b", "a", "c"), job_dir(tmp_path, "b", "z", "c")
     write_small_shards(good, 3, 2)

@@ -435,6 +435,7 @@ def same(got: tuple[float, int, int], want: tuple[float, int, int]) -> bool:
     return (both_nan or abs(got[0] - want[0]) < 1e-9) and got[1:] == want[1:]
 
 
+@pytest.mark.e2e
 def test_sweep_over_all_conditions_equals_independent_metrics_and_resumes(run_cli, fake_server, tmp_path):
     run_dir, limit = tmp_path / "run", 6
     args = ["-m", "benchmark=cupid", "condition=all", "model=fake", "judge=fake", *fake_server.model_overrides(),

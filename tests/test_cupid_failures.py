@@ -6,7 +6,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from tests.test_cupid import shard_rows
+
+pytestmark = pytest.mark.e2e
 
 # The sample's full-condition inference and generation prompts are ≈2,000-2,300 fake tokens; the
 # scorers' prompts are below 1,800. A 1,900-token context refuses exactly the evaluated model's calls.

@@ -7,6 +7,8 @@ import json
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from prefray.benchmarks.cupid.prompting import (
     PROMPTS, check_prompts, decompose_messages, infer_messages, match_messages,
 )
@@ -66,6 +68,7 @@ def sent_texts(body: dict) -> str:
     return "\n".join(str(m.get("content")) for m in body.get("messages", []))
 
 
+@pytest.mark.e2e
 def test_prompt_override_by_path_end_to_end(run_cli, fake_server, tmp_path):
     # The fake answers with lines of the prompt: a replacement made mostly of marked sections makes
     # its inferences readable, so this run also walks the decompose and match stages.
@@ -95,6 +98,7 @@ def test_prompt_override_by_path_end_to_end(run_cli, fake_server, tmp_path):
     assert paths["matched"] > 0, paths
 
 
+@pytest.mark.e2e
 def test_bad_override_and_bad_rows_are_reported_once_before_any_call(run_cli, fake_server, tmp_path):
     rows = json.loads(json.dumps(SAMPLE_ROWS))
     rows[1]["current_request"] = ""

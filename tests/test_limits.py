@@ -124,6 +124,7 @@ def test_rate_headers_of_both_providers_are_read():
         (500, 499, 0.12, 30000)
 
 
+@pytest.mark.e2e
 def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server, tmp_path):
     """The server allows 50 requests in any five-second window (600 rpm); a one-second burst allowance
     at the start (10 at once, then 10 a second: 60 in the first five seconds) breaks it."""
@@ -137,6 +138,7 @@ def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server,
     assert len(stamps) >= 20
 
 
+@pytest.mark.e2e
 def test_a_lane_on_two_processes_sends_from_both_within_one_shared_rpm(run_cli, make_fake_server, tmp_path):
     """The judge's lane on two gateway processes: both send (one paid-record file each holds judge
     calls), and together they stay within the one strict window (each pacing at the full rpm on its
@@ -208,6 +210,7 @@ def test_a_lane_takes_turns_across_tags_not_arrival_order():
     assert max(i for i, tag in enumerate(paced) if tag == "b") < 12   # b is done long before a
 
 
+@pytest.mark.e2e
 def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_server, tmp_path):
     """Job "fake" answers at once, so all its judge units wait on the judge lane (one call at a time,
     0.2 s each) before job "fake-anthropic" has its first answer (its gateway starts, then answers

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from tests.conftest import ROOT
 
@@ -35,6 +36,7 @@ def server_dollars(stats: dict) -> float:
     return spent
 
 
+@pytest.mark.e2e
 def test_budget_is_never_exceeded_across_concurrent_jobs(run_cli, fake_server, tmp_path):
     budget = 0.02
     run_dir = tmp_path / "run"
@@ -57,6 +59,7 @@ def test_budget_is_never_exceeded_across_concurrent_jobs(run_cli, fake_server, t
         assert abs(sum(float(r["cost_usd"]) for r in csv.DictReader(handle)) - server_dollars(stats)) < 1e-9
 
 
+@pytest.mark.e2e
 def test_cache_shared_across_run_dirs_and_bypass(run_cli, fake_server, tmp_path):
     base = ["benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(), "limit=2"]
     run_cli(*base, f"run.dir={tmp_path / 'first'}")
@@ -76,6 +79,7 @@ def _failed_by_model(stored: list[dict], causes: set[str] | None = None) -> Coun
                    if r["status"] == "failed" and (causes is None or r["cause"] in causes))
 
 
+@pytest.mark.e2e
 def test_rerun_sends_exactly_the_failed_units(run_cli, make_fake_server, tmp_path):
     server = make_fake_server("--fault-rate", "0.3", "--faults", "429,500,malformed")
     run_dir = tmp_path / "run"
@@ -113,6 +117,7 @@ def test_rerun_sends_exactly_the_failed_units(run_cli, make_fake_server, tmp_pat
         assert a.read() == b.read()
 
 
+@pytest.mark.e2e
 def test_rejudge_sends_no_generation_and_matches_expectation(run_cli, fake_server, tmp_path):
     from tests.test_spine_sweep import expected_rates
 
@@ -134,6 +139,7 @@ def test_rejudge_sends_no_generation_and_matches_expectation(run_cli, fake_serve
     assert agreement["judge"]["n"] == "48" and float(agreement["judge"]["percent_agreement"]) == 1.0
 
 
+@pytest.mark.e2e
 def test_estimate_matches_real_usage(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     args = ["-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake",
@@ -154,6 +160,7 @@ def test_estimate_matches_real_usage(run_cli, fake_server, tmp_path):
     assert abs(int(lines["generate"]["input_tokens"]) - real_in) <= 0.10 * real_in
 
 
+@pytest.mark.e2e
 def test_estimate_counts_later_stages_of_free_text_answers(tmp_path):
     """CUPID's inference answers must carry a "Preference:" line; the estimate stands in the
     stage's example answer for simulated text that lacks it, so every inference is decomposed."""

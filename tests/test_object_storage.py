@@ -70,6 +70,7 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.e2e
 def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_address, fake_server, s3, tmp_path):
     local = tmp_path / "local"
     ok(launch(*sweep(fake_server, str(local))))
@@ -93,6 +94,7 @@ def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_add
     assert rows(s3.table("runs/first/metrics.parquet")) == expected
 
 
+@pytest.mark.e2e
 def test_missing_bucket_refuses_with_one_line_and_writes_nothing(s3, tmp_path):
     staging = tmp_path / "stage"
     done = launch("model=fake", "judge=fake", "run.dir=s3://no-such-bucket/runs/x", f"run.staging_dir={staging}",
@@ -104,6 +106,7 @@ def test_missing_bucket_refuses_with_one_line_and_writes_nothing(s3, tmp_path):
     assert s3.fs.get_file_info("no-such-bucket").type == fs.FileType.NotFound
 
 
+@pytest.mark.e2e
 def test_lease_refuses_a_fresh_owner_and_takes_over_a_stale_one(s3, monkeypatch):
     monkeypatch.setattr(RemoteLease, "CONFIRM_SECONDS", 0.0)
     root = f"{BUCKET}/lease-test"
@@ -191,6 +194,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.e2e
 def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(ray_address, fake_server, tmp_path):
     """What a driver on another node fetches: each closed log, read in pieces, is the file the gateway
     wrote; a path that is not one of its logs is refused."""

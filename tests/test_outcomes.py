@@ -61,6 +61,7 @@ def test_stage_plus_reasoning_wins_when_larger_and_the_model_cap_bounds_it():
 
 
 # -- budgets as the provider receives them ------------------------------------------------------
+@pytest.mark.e2e
 def test_paper_models_receive_their_own_budgets(run_cli, fake_server, tmp_path):
     """gpt-5.2-reasoning generating and deepseek-r1 judging, both pointed at the fake provider."""
     run_cli("model=gpt-5.2-reasoning", "judge=deepseek-r1", *ONE_UNIT, *fake_server.model_overrides(),
@@ -73,6 +74,7 @@ def test_paper_models_receive_their_own_budgets(run_cli, fake_server, tmp_path):
 
 
 # -- truncation ---------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_a_cut_answer_is_flagged_judged_and_counted(run_cli, fake_server, tmp_path):
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(), "model.max_output_tokens=4",
@@ -89,6 +91,7 @@ def test_a_cut_answer_is_flagged_judged_and_counted(run_cli, fake_server, tmp_pa
 
 
 # -- one unit per failure class -----------------------------------------------------------------
+@pytest.mark.e2e
 def test_an_unreachable_provider_is_a_connection_failure_with_no_answer(run_cli, fake_server, tmp_path):
     run = tmp_path / "run"
     closed = f"http://127.0.0.1:{free_port()}/v1"
@@ -103,6 +106,7 @@ def test_an_unreachable_provider_is_a_connection_failure_with_no_answer(run_cli,
     assert {r["complete"] for r in got.values()} == {"false"}
 
 
+@pytest.mark.e2e
 def test_a_prompt_over_the_context_is_the_models_failure_and_keeps_the_cell_complete(run_cli, make_fake_server,
                                                                                      tmp_path):
     server = make_fake_server("--context-tokens", "20")
@@ -117,6 +121,7 @@ def test_a_prompt_over_the_context_is_the_models_failure_and_keeps_the_cell_comp
     assert {r["complete"] for r in got.values()} == {"true"}
 
 
+@pytest.mark.e2e
 def test_an_unreadable_judge_is_excluded_and_counted_per_judge(run_cli, fake_server, tmp_path):
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(), "judge.max_output_tokens=2",
@@ -128,6 +133,7 @@ def test_an_unreadable_judge_is_excluded_and_counted_per_judge(run_cli, fake_ser
 
 
 # -- what was sent is kept ----------------------------------------------------------------------
+@pytest.mark.e2e
 def test_every_row_links_to_the_request_that_was_sent(run_cli, fake_server, tmp_path):
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=1",
@@ -146,6 +152,7 @@ def test_every_row_links_to_the_request_that_was_sent(run_cli, fake_server, tmp_
 
 
 # -- stages stream --------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_judging_starts_before_the_last_answer_of_its_job(run_cli, make_fake_server, tmp_path):
     # generation lasts ~6 s: longer than the judge's gateway process takes to start beside it
     server = make_fake_server("--latency", "1.0")

@@ -50,6 +50,7 @@ def suite_plan(tmp_path_factory):
         return done, list(csv.DictReader(handle))
 
 
+@pytest.mark.e2e
 def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(suite_plan):
     _, rows = suite_plan
     planned = {(r["benchmark"], r["model"], c) for r in rows if int(r["calls"]) > 0 for c in r["conditions"].split(",")}
@@ -62,6 +63,7 @@ def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(s
     assert int(generate["gpt-5.2"]["calls"]) == int(generate["gpt-5.2-reasoning"]["calls"]) > 0
 
 
+@pytest.mark.e2e
 def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
     _, rows = suite_plan
     for benchmark, judge in PAPER_JUDGES.items():
@@ -76,6 +78,7 @@ def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
             assert float(row["cost_usd"]) == pytest.approx(by_hand) and by_hand > 0
 
 
+@pytest.mark.e2e
 def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     done, rows = suite_plan
     generation = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "benchpres.yaml").generation)
@@ -99,6 +102,7 @@ def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     assert f"no less than {max(bounds.values()):.2f} min" in done.stdout
 
 
+@pytest.mark.e2e
 def test_piped_plan_prints_full_values(suite_plan):
     done, rows = suite_plan
     assert "…" not in done.stdout
@@ -108,6 +112,7 @@ def test_piped_plan_prints_full_values(suite_plan):
     assert f"{total_jobs} jobs" in done.stdout
 
 
+@pytest.mark.e2e
 def test_quickstart_needs_no_key(tmp_path):
     """The default launch (model local, judged by local) plans and passes preflight with no key set."""
     done = cli("prefray.plan", "limit=2", f"run.dir={tmp_path / 'never'}", "--csv", str(tmp_path / "plan.csv"))
@@ -131,6 +136,7 @@ def test_quickstart_preflight_asks_for_no_key(monkeypatch):
     assert errors == []
 
 
+@pytest.mark.e2e
 def test_help_lists_groups_options_settings_and_entry_points():
     done = cli("prefray.launch", "--help", timeout=120)
     assert done.returncode == 0, done.stderr

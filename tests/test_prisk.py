@@ -320,6 +320,7 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
     return out
 
 
+@pytest.mark.e2e
 def test_sweep_all_prisk_conditions_equals_independent_values(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     args = ["-m", "benchmark=prisk_irp,prisk_narrowing,prisk_sycophancy", "condition=all", "model=fake", "judge=fake",
@@ -360,6 +361,7 @@ def test_sweep_all_prisk_conditions_equals_independent_values(run_cli, fake_serv
             assert (benchmark, "factorial", f"{score}_beta[{term}]") in metrics
 
 
+@pytest.mark.e2e
 def test_bad_user_data_stops_before_any_call(run_cli, fake_server, tmp_path):
     folder = tmp_path / "data"
     shutil.copytree(SAMPLE_DIR, folder)

@@ -112,6 +112,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.e2e
 def test_gateways_report_each_finished_call_while_a_batch_runs(ray_address, make_fake_server):
     """One batch of six calls, one at a time at 0.3 s each: the feed sees them arrive in several steps."""
     import json

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections import Counter
 
 import pyarrow.dataset as ds
+import pytest
 import ray
 
 from prefray.engine.calls.pricing import Calibration
 from prefray.engine.money.budget import Budget, budget_warning
 from tests.test_reliability_ledger import costs, server_dollars
+
+pytestmark = pytest.mark.e2e
 
 
 def test_calibration_ratio_and_overrun_closes_the_budget(ray_address):

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from prefray.engine.rundir.journal import ReplayPool, load_replay
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
@@ -36,6 +37,7 @@ def settle(server) -> int:
             return before
 
 
+@pytest.mark.e2e
 def test_kill_9_at_random_moments_resends_at_most_the_calls_in_flight(ray_address, make_fake_server, tmp_path):
     server = make_fake_server("--latency", "0.25")
     run_dir = tmp_path / "run"

@@ -62,6 +62,7 @@ def test_a_probe_still_running_after_the_patience_opens_the_lane_unless_a_refusa
     asyncio.run(scenario())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("status,cause", [(401, "auth"), (404, "model_not_found")])
 def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, cause):
     server = make_fake_server("--reject", f"fake-model={status}")
@@ -81,6 +82,7 @@ def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, 
     assert (run_dir / "incomplete.csv").read_text().splitlines()[1] == "benchpres,fake,default,12,60,72"
 
 
+@pytest.mark.e2e
 def test_rerun_points_a_model_at_another_endpoint(run_cli, make_fake_server, tmp_path):
     import subprocess
     import sys

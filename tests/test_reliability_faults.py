@@ -6,9 +6,12 @@ import os
 import signal
 
 import pyarrow.dataset as ds
+import pytest
 import ray
 
 from tests.test_reliability_runs import start_launch, wait_for
+
+pytestmark = pytest.mark.e2e
 
 
 def gateway_pids() -> list[int]:

@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from tests.test_reliability_runs import start_launch, wait_for
+
+pytestmark = pytest.mark.e2e
 
 PRICES = {"fake-model": (1.0, 2.0), "fake-judge": (1.0, 2.0)}  # USD per Mtok in/out (conf/model/fake.yaml)
 

@@ -92,6 +92,7 @@ def test_concurrent_manifest_appends_lose_nothing(tmp_path):
 
 # -- through the CLI ------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_second_launch_into_a_busy_run_dir_refuses_at_once(ray_address, make_fake_server, tmp_path):
     server = make_fake_server("--latency", "0.3")
     run_dir = tmp_path / "run"
@@ -116,6 +117,7 @@ def test_second_launch_into_a_busy_run_dir_refuses_at_once(ray_address, make_fak
     assert (run_dir / LOCK_NAME).read_text() == ""             # released at the end
 
 
+@pytest.mark.e2e
 def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_fake_server, tmp_path):
     # 18 calls one at a time at 0.6 s: the run is still sending when the first rows are stored
     server = make_fake_server("--latency", "0.6")
@@ -145,6 +147,7 @@ def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_
     assert len(stored(run_dir)) == server.stats()["requests"] - before + kept
 
 
+@pytest.mark.e2e
 def test_exit_code_3_when_units_fail_and_the_line_says_how_to_rerun(run_cli, make_fake_server, tmp_path):
     server = make_fake_server("--sticky-fault-rate", "1.0", "--faults", "500")
     run_dir = tmp_path / "run"

@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
 
 FAKE_TWO_SDKS = ["-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake",
                  "run.cache=false"]

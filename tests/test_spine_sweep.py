@@ -8,9 +8,12 @@ import re
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 
 from prefray.benchmarks.benchpres.benchmark import judge_messages
 from prefray.fakellm.answers import answer_key, answer_text, boolean_at
+
+pytestmark = pytest.mark.e2e
 
 SAMPLE = Path(__file__).resolve().parent.parent / "prefray/benchmarks/benchpres/sample/benchpres_sample.jsonl"
 LIMIT = 4

@@ -115,6 +115,7 @@ def test_unknown_option_exits_2_with_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and "gpt-9" in done.stderr
 
 
+@pytest.mark.e2e
 def test_resuming_with_other_settings_is_refused(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     base = ["model=fake", "judge=fake", *fake_server.model_overrides(), f"run.dir={run_dir}", "benchmark.samples=1"]

@@ -135,6 +135,7 @@ def test_cell_page_escapes_and_lists_rows(tmp_path):
     assert EVIL not in page and "rows 1–6 of 6" in page
 
 
+@pytest.mark.e2e
 def test_export_writes_one_self_contained_file(tmp_path):
     build_run(tmp_path / "run")
     (tmp_path / "run" / "plots").mkdir()
@@ -147,6 +148,7 @@ def test_export_writes_one_self_contained_file(tmp_path):
     assert "data:image/svg+xml;base64," in text and "[0.250, 0.750]" in text and "/plots/" not in text
 
 
+@pytest.mark.e2e
 def test_missing_run_dir_is_one_clear_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "prefray.view", str(tmp_path / "nope")], cwd=ROOT,
                           capture_output=True, text=True)

@@ -32,6 +32,7 @@ REQUEST_SCHEMA = pa.schema([("request_hash", pa.string()), ("model_id", pa.strin
                             ("json_schema_json", pa.string())])
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+pytestmark = [pytestmark, pytest.mark.e2e]
 
 
 def ensure_generation_requests(run_dir: Path, rows: list[dict]) -> None:
