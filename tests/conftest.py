@@ -4,7 +4,7 @@ Two tiers (`python -m pytest -m "not e2e"` is the fast one): a test marked `e2e`
 process, a Ray cluster of its own, a browser or a server, or runs a sweep on the session's cluster.
 A test that asks for one of the fixtures below that do so must carry the mark (checked at collection).
 
-`run_cli` runs `prefray.launch.main(argv)` in the pytest process, a driver of the session's cluster
+`run_cli` runs the launch (`prefray.app.run("launch", argv)`) in the pytest process, a driver of the session's cluster
 (through RAY_ADDRESS), so a run costs neither a Python start nor a Ray connection. Behaviour that
 needs a process of its own (signals, kill -9, the exit code of a process, its environment) goes
 through `launch` / `run_cli(..., process=True)`: `python -m prefray.launch` in a subprocess.
@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 import urllib.request
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,26 +164,34 @@ def launch(*args: str, timeout: float = 300, env: dict | None = None) -> subproc
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
-def launch_here(*args: str, env: dict | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
-    """`prefray.launch.main(args)` in this process, as `python -m prefray.launch` runs it (Ctrl-C:
-    130; an escaping exception: its traceback and 1), its output captured; → a CompletedProcess.
+def launch_here(*args: str, env: dict | None = None, timeout: float | None = None,
+                forbid_ray: bool = False) -> subprocess.CompletedProcess:
+    """`python -m prefray.launch *args`, run in this process (see `command_here`)."""
+    return command_here("launch", *args, env=env, forbid_ray=forbid_ray)
 
-    What a launch leaves behind in the process is undone here: the environment, the working
-    directory, the interrupt line's run dir, the config-file caches; and the gateway (and served
-    model) actors it killed are waited for, since their names are this driver's job's and the next
-    launch would ask for the same ones."""
-    from prefray.engine.flow.exits import run_cli as run_main, set_current_run
-    from prefray.launch import main
+
+def command_here(command: str, *args: str, env: dict | None = None, timeout: float | None = None,
+                 forbid_ray: bool = False) -> subprocess.CompletedProcess:
+    """`python -m prefray.COMMAND *args` in this process, through the CLIs' one runner
+    (`prefray.app.run`: Ctrl-C 130, bad arguments 2; an escaping exception: its traceback and 1),
+    its output captured; → a CompletedProcess. `forbid_ray`: starting (or joining) Ray fails the
+    command, for refusals that must come first. `timeout` is pytest-timeout's here.
+
+    What a run leaves behind in the process is undone: the environment, the working directory, the
+    interrupt line's run dir, the config-file caches; and the gateway (and served model) actors it
+    killed are waited for, since their names are this driver's job's and the next run asks for them."""
+    from prefray import app
+    from prefray.engine.flow.exits import set_current_run
 
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(env or {})
     os.chdir(ROOT)
     try:
-        with redirect_stdout(out), redirect_stderr(err):
+        with redirect_stdout(out), redirect_stderr(err), (ray_forbidden() if forbid_ray else _nothing()):
             try:
-                code = run_main(lambda: main(list(args)), "launch")
-            except SystemExit as exc:         # argparse: --help, bad arguments
+                code = app.run(command, list(args))
+            except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             except Exception:  # noqa: BLE001 - what the interpreter does with it
                 traceback.print_exc()
@@ -195,19 +203,43 @@ def launch_here(*args: str, env: dict | None = None, timeout: float | None = Non
         set_current_run(None)
         forget_config_files()
         wait_for_launch_actors()
-    return subprocess.CompletedProcess(["prefray.launch", *args], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([f"prefray.{command}", *args], code, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+@contextmanager
+def ray_forbidden():
+    """`ray.init` fails and Ray reads as not started (even if this process joined it before)."""
+    import ray
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray was started before the refusal")
+
+    saved = ray.init, ray.is_initialized
+    ray.init, ray.is_initialized = refuse, lambda: False
+    try:
+        yield
+    finally:
+        ray.init, ray.is_initialized = saved
+
+
+def refused_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """A launch expected to stop before Ray, in this process (see `launch_here`)."""
+    return launch_here(*args, env=env, forbid_ray=True)
 
 
 def forget_config_files() -> None:
-    """Config files are read once per process; a test may rewrite one between two launches."""
-    import importlib
-
-    for module, name in (("prefray.engine.config.validate", "_option_file"),
-                         ("prefray.engine.config.sweep", "_served")):
-        try:
-            getattr(importlib.import_module(module), name).cache_clear()
-        except (ImportError, AttributeError):
-            pass
+    """Config files are read once per process (cached functions of prefray.engine.config and
+    prefray.app); a test may rewrite one between two runs."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("prefray.engine.config", "prefray.app")):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == name:
+                    value.cache_clear()
 
 
 def wait_for_launch_actors(timeout: float = 30) -> None:

@@ -41,8 +41,8 @@ def test_every_option_composes_into_a_job():
         assert cfg["benchmark"]["impl"]
 
 
-@pytest.mark.parametrize("benchmark", group_options(CONF, "benchmark"))
-def test_benchmark_names_an_evaluated_paper_judge(benchmark):
+@pytest.mark.parametrize("name", group_options(CONF, "benchmark"))   # not `benchmark`: pytest-benchmark's fixture
+def test_benchmark_names_an_evaluated_paper_judge(name):
     from prefray.engine.config.sweep import all_options, paper_judge
 
-    assert paper_judge(CONF, benchmark) in all_options(CONF, "judge")
+    assert paper_judge(CONF, name) in all_options(CONF, "judge")

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from prefray.engine.config.schema import SECTIONS
 from prefray.engine.config.table import key_table, readme_section
 from prefray.engine.types import ModelSpec
 from prefray.app.compose import compose_overrides, conf_dir
+from tests.conftest import refused_here
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = conf_dir()
@@ -70,14 +68,6 @@ BAD_INPUTS = [
 ]
 
 
-def closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("overrides,words", BAD_INPUTS, ids=[" ".join(o) for o, _ in BAD_INPUTS])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, overrides, words):
     existing = tmp_path / "a-file"
@@ -90,11 +80,9 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, overrides,
     run_dir = tmp_path / "run"
     if not any(a.startswith("run.dir=") for a in args):
         args.append(f"run.dir={run_dir}")
-    # Ray is pointed at a port nobody listens on: were it started before validation, this would fail
-    # differently (and slowly); a refusal must come first.
-    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{closed_port()}"}
-    done = subprocess.run([sys.executable, "-m", "prefray.launch", "model=fake", "judge=fake", *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    # In this process, with Ray forbidden: were it started before validation, the launch would fail
+    # differently; a refusal must come first (tests/test_sweep_cli.py runs one as its own process).
+    done = refused_here("model=fake", "judge=fake", *args)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1, done.stderr

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from prefray.engine.config.sweep import SweepError, expand, group_options
 from prefray.app.compose import conf_dir
-from tests.conftest import launch
+from tests.conftest import launch, refused_here
 
 CONF = conf_dir()
 KEYED_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
@@ -91,7 +91,7 @@ def test_missing_keys_are_all_listed_and_nothing_is_written(tmp_path):
     run_dir = tmp_path / "never"
     env = {name: "" for name in KEYED_ENVS}
     # model=all on the default benchmark needs every provider's key (the judge's is OpenRouter's too)
-    done = launch("-m", "model=all", f"run.dir={run_dir}", "limit=1", env=env, timeout=120)
+    done = refused_here("-m", "model=all", f"run.dir={run_dir}", "limit=1", env=env)
     assert done.returncode == 2, done.stderr
     for name in KEYED_ENVS:
         assert name in done.stderr
@@ -102,14 +102,16 @@ def test_missing_keys_are_all_listed_and_nothing_is_written(tmp_path):
 def test_unreadable_dataset_fails_before_any_call(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "hi", "name": "A"}\n')
-    done = launch("model=fake", "judge=fake", "benchmark.data.source=hub", f"benchmark.data.path={bad}",
-                  f"run.dir={tmp_path / 'never'}", timeout=120)
+    done = refused_here("model=fake", "judge=fake", "benchmark.data.source=hub", f"benchmark.data.path={bad}",
+                        f"run.dir={tmp_path / 'never'}")
     assert done.returncode == 2
     assert "bad.jsonl: row 1: field" in done.stderr
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.e2e
 def test_unknown_option_exits_2_with_one_line(tmp_path):
+    """As its own process: `python -m prefray.launch` exits 2, printing one line."""
     done = launch("model=gpt-9", f"run.dir={tmp_path / 'never'}", timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "gpt-9" in done.stderr
@@ -121,8 +123,7 @@ def test_resuming_with_other_settings_is_refused(run_cli, fake_server, tmp_path)
     base = ["model=fake", "judge=fake", *fake_server.model_overrides(), f"run.dir={run_dir}", "benchmark.samples=1"]
     run_cli(*base, "limit=1")
     sent = fake_server.stats()["requests"]
-    done = launch(*base, "limit=1", "run.seed=7", "judge.params.max_tokens=99", timeout=120)
-    assert done.returncode == 2
+    done = run_cli(*base, "limit=1", "run.seed=7", "judge.params.max_tokens=99", expect_code=2)
     assert "other settings" in done.stderr and "seed" in done.stderr and "judge.params.max_tokens" in done.stderr
     assert fake_server.stats()["requests"] == sent
     run_cli(*base, "limit=2", "benchmark.samples=2", "run.shard_size=3")  # more data or samples: a resume
