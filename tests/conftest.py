@@ -262,10 +262,13 @@ def wait_for_launch_actors(timeout: float = 30) -> None:
 def run_cli(ray_address):
     """`run_cli(*args)` → CompletedProcess; fails the test with the output if it exits with another
     code than `expect_code` (0: every cell complete; 3: finished with failed or skipped units).
-    In this process (`launch_here`); `process=True` runs `python -m prefray.launch` instead."""
+    In this process (`launch_here`); `process=True` runs `python -m prefray.launch` instead.
+    `run.plots=false` unless `plots=True`: the figures are tested where a test looks at them."""
 
-    def run(*args: str, expect_ok: bool = True, expect_code: int = 0, process: bool = False,
+    def run(*args: str, expect_ok: bool = True, expect_code: int = 0, process: bool = False, plots: bool = False,
             **kwargs) -> subprocess.CompletedProcess:
+        if not plots and not any(a.startswith("run.plots=") for a in args):
+            args = (*args, "run.plots=false")      # figures are drawn only for a test that looks at them
         done = (launch if process else launch_here)(*args, **kwargs)
         if expect_ok and done.returncode != expect_code:
             pytest.fail(f"launch {' '.join(args)} exited {done.returncode}\nSTDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}")

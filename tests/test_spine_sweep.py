@@ -60,7 +60,7 @@ def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
 def test_sweep_over_two_sdks_equals_independent_rates(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     run_cli("-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake",
-            *fake_server.model_overrides(), f"run.dir={run_dir}", f"limit={LIMIT}")
+            *fake_server.model_overrides(), f"run.dir={run_dir}", f"limit={LIMIT}", plots=True)
     metrics = read_metrics(run_dir)
     for model in ("fake", "fake-anthropic"):
         expected = expected_rates(run_dir, model)
