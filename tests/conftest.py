@@ -174,7 +174,7 @@ def command_here(command: str, *args: str, env: dict | None = None, timeout: flo
                  forbid_ray: bool = False) -> subprocess.CompletedProcess:
     """`python -m prefray.COMMAND *args` in this process, through the CLIs' one runner
     (`prefray.app.run`: Ctrl-C 130, bad arguments 2; an escaping exception: its traceback and 1),
-    its output captured; → a CompletedProcess. `forbid_ray`: starting (or joining) Ray fails the
+    its output captured; → a CompletedProcess. `env` sets variables (None: unset). `forbid_ray`: starting (or joining) Ray fails the
     command, for refusals that must come first. `timeout` is pytest-timeout's here.
 
     What a run leaves behind in the process is undone: the environment, the working directory, the
@@ -185,7 +185,11 @@ def command_here(command: str, *args: str, env: dict | None = None, timeout: flo
 
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    os.environ.update(env or {})
+    for name, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     os.chdir(ROOT)
     try:
         with redirect_stdout(out), redirect_stderr(err), (ray_forbidden() if forbid_ray else _nothing()):

@@ -24,7 +24,7 @@ from prefray.engine.calls.batch.results import anthropic_line, openai_line
 from prefray.engine.calls.batch.tier import TierError, apply_run_tier, batch_priced
 from prefray.engine.benchmark import Job
 from prefray.engine.types import ChatRequest, ModelSpec
-from tests.conftest import ROOT, start_fake_server
+from tests.conftest import ROOT, command_here
 
 PRICES = {"fake-model": (1.0, 2.0), "fake-judge": (1.0, 2.0), "fake-claude": (3.0, 15.0),
           "fake-claude-judge": (3.0, 15.0)}  # USD per Mtok in/out, interactive
@@ -134,22 +134,19 @@ def test_result_lines_become_results_like_interactive_calls():
 
 # -- end to end ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def interactive_metrics(ray_address, tmp_path_factory) -> dict[str, str]:
+def interactive_metrics(ray_address, session_fake_server, tmp_path_factory) -> dict[str, str]:
     """metrics.csv of the BenchPreS and CUPID sweeps in the interactive tier (the reference)."""
-    from tests.conftest import launch
+    from tests.conftest import launch_here
 
-    server = start_fake_server()
+    server = session_fake_server
+    server.reset()
     out = {}
-    try:
-        for name, args, anthropic in (("benchpres", BENCHPRES, False), ("cupid", CUPID, True)):
-            run_dir = tmp_path_factory.mktemp("interactive") / name
-            done = launch(*args, *overrides(server, anthropic), *FAST, f"run.dir={run_dir}")
-            assert done.returncode == 0, done.stderr
-            out[name] = (run_dir / "metrics.csv").read_text()
-        assert server.stats()["batches_created"] == 0
-    finally:
-        server.process.kill()
-        server.process.wait()
+    for name, args, anthropic in (("benchpres", BENCHPRES, False), ("cupid", CUPID, True)):
+        run_dir = tmp_path_factory.mktemp("interactive") / name
+        done = launch_here(*args, *overrides(server, anthropic), *FAST, "run.plots=false", f"run.dir={run_dir}")
+        assert done.returncode == 0, done.stderr
+        out[name] = (run_dir / "metrics.csv").read_text()
+    assert server.stats()["batches_created"] == 0
     return out
 
 
@@ -194,7 +191,7 @@ def test_cupid_batch_tier_per_model_matches_interactive(run_cli, make_fake_serve
 def test_killed_driver_collects_its_batches_on_relaunch(run_cli, make_fake_server, tmp_path, interactive_metrics):
     server = make_fake_server("--batch-delay", "6")
     run_dir = tmp_path / "run"
-    args = [*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={run_dir}"]
+    args = [*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", "run.plots=false", f"run.dir={run_dir}"]
     driver = subprocess.Popen([sys.executable, "-m", "prefray.launch", *args], cwd=ROOT, env=dict(os.environ),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -274,8 +271,7 @@ def test_failed_and_expired_batch_requests_are_rows_with_causes_that_rerun_finis
 
     causes = set()
     for _ in range(3):  # units first sent by a rerun meet the fake's first-arrival failures too
-        done = subprocess.run([sys.executable, "-m", "prefray.rerun", str(run_dir), *FAST[1:]], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        done = command_here("rerun", str(run_dir), *FAST[1:])
         assert done.returncode in (0, 3), done.stderr   # 3: some units still without an answer
         causes |= {r["cause"] for r in rows(run_dir) if r["status"] == "failed"}
     assert done.returncode == 0, done.stderr

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import command_here
 
 PRICES = {"fake-model": (1.0, 2.0), "fake-claude": (3.0, 15.0), "fake-judge": (1.0, 2.0)}  # USD per Mtok in/out
 
 
 def cli(module: str, *args: str, codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, env=dict(os.environ))
+    """`python -m prefray.X *args`, run in this process (tests/conftest.py: command_here)."""
+    done = command_here(module.removeprefix("prefray."), *args)
     assert done.returncode in codes, f"{module} {args}\n{done.stdout}\n{done.stderr}"
     return done
 
@@ -160,7 +158,6 @@ def test_estimate_matches_real_usage(run_cli, fake_server, tmp_path):
     assert abs(int(lines["generate"]["input_tokens"]) - real_in) <= 0.10 * real_in
 
 
-@pytest.mark.e2e
 def test_estimate_counts_later_stages_of_free_text_answers(tmp_path):
     """CUPID's inference answers must carry a "Preference:" line; the estimate stands in the
     stage's example answer for simulated text that lacks it, so every inference is decomposed."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
@@ -15,20 +14,20 @@ from prefray.engine.calls.output_budget import final_request
 from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from prefray.app.compose import compose_judge, conf_dir
-from tests.conftest import ROOT
+from tests.conftest import command_here
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
 
 CONF = conf_dir()
 
 
-def keyless_env() -> dict[str, str]:
-    """The environment without any API key variable at all."""
-    return {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+def keyless_env() -> dict[str, None]:
+    """Every API key variable unset (for command_here's `env`)."""
+    return {k: None for k in os.environ if k.endswith("_API_KEY")}
 
 
 def cli(module: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=keyless_env())
+    """`python -m prefray.X *args` with no API key set, in this process; Ray is never started."""
+    return command_here(module.removeprefix("prefray."), *args, env=keyless_env(), forbid_ray=True)
 
 
 def model_spec(option: str) -> ModelSpec:
@@ -50,7 +49,7 @@ def suite_plan(tmp_path_factory):
         return done, list(csv.DictReader(handle))
 
 
-@pytest.mark.e2e
+@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(suite_plan):
     _, rows = suite_plan
     planned = {(r["benchmark"], r["model"], c) for r in rows if int(r["calls"]) > 0 for c in r["conditions"].split(",")}
@@ -63,7 +62,7 @@ def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(s
     assert int(generate["gpt-5.2"]["calls"]) == int(generate["gpt-5.2-reasoning"]["calls"]) > 0
 
 
-@pytest.mark.e2e
+@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
     _, rows = suite_plan
     for benchmark, judge in PAPER_JUDGES.items():
@@ -78,7 +77,7 @@ def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
             assert float(row["cost_usd"]) == pytest.approx(by_hand) and by_hand > 0
 
 
-@pytest.mark.e2e
+@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     done, rows = suite_plan
     generation = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "benchpres.yaml").generation)
@@ -102,7 +101,7 @@ def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     assert f"no less than {max(bounds.values()):.2f} min" in done.stdout
 
 
-@pytest.mark.e2e
+@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_piped_plan_prints_full_values(suite_plan):
     done, rows = suite_plan
     assert "…" not in done.stdout
@@ -112,7 +111,6 @@ def test_piped_plan_prints_full_values(suite_plan):
     assert f"{total_jobs} jobs" in done.stdout
 
 
-@pytest.mark.e2e
 def test_quickstart_needs_no_key(tmp_path):
     """The default launch (model local, judged by local) plans and passes preflight with no key set."""
     done = cli("prefray.plan", "limit=2", f"run.dir={tmp_path / 'never'}", "--csv", str(tmp_path / "plan.csv"))
@@ -136,7 +134,6 @@ def test_quickstart_preflight_asks_for_no_key(monkeypatch):
     assert errors == []
 
 
-@pytest.mark.e2e
 def test_help_lists_groups_options_settings_and_entry_points():
     done = cli("prefray.launch", "--help", timeout=120)
     assert done.returncode == 0, done.stderr

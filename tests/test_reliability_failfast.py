@@ -84,20 +84,15 @@ def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, 
 
 @pytest.mark.e2e
 def test_rerun_points_a_model_at_another_endpoint(run_cli, make_fake_server, tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
+    from tests.conftest import command_here
 
     wrong = make_fake_server("--reject", "fake-model=401")
     right = make_fake_server()
     run_dir = tmp_path / "run"
     run_cli("model=fake", "judge=fake", *wrong.model_overrides(), f"run.dir={run_dir}", "limit=2",
             "benchmark.samples=1", "run.cache=false", expect_code=3)
-    done = subprocess.run([sys.executable, "-m", "prefray.rerun", str(run_dir), f"model.base_url={right.openai_url}",
-                           f"judge.base_url={right.openai_url}", "model.rpm=6000", "model.max_concurrency=4",
-                           "model.timeout_s=20", "run.cache=false"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = command_here("rerun", str(run_dir), f"model.base_url={right.openai_url}", f"judge.base_url={right.openai_url}",
+                        "model.rpm=6000", "model.max_concurrency=4", "model.timeout_s=20", "run.cache=false")
     assert done.returncode == 0, done.stderr
     assert right.stats()["by_model"]["fake-model"] == 2
     rows = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
