@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_OK
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 
 
@@ -30,7 +31,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
 def run_dir_problem(run_dir: Path) -> str | None:
     if not run_dir.is_dir():
         return f"{run_dir} is not a directory"
-    if not (run_dir / "shards").is_dir():
+    if not RunDir(run_dir).shards.is_dir():
         return f"{run_dir} is not a prefray run directory (it has no shards/ folder)"
     return None
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.view.index import PREVIEW_CHARS, SOURCE_COLUMNS, JobIndex, shard_files, signature, texts
 from prefray.view.index import load as load_index
@@ -143,12 +144,12 @@ class RunData:
 
     # -- overview -------------------------------------------------------------------------------
     def metrics(self) -> pa.Table:
-        path = self.run_dir / "metrics.parquet"
+        path = RunDir(self.run_dir).metrics_parquet
         return pq.read_table(path) if path.exists() else pa.table({})
 
     def deltas(self) -> pa.Table:
         """Paired differences with intervals (stats.DELTA_SCHEMA), when the run has them."""
-        path = self.run_dir / "deltas.parquet"
+        path = RunDir(self.run_dir).deltas_parquet
         return pq.read_table(path) if path.exists() else pa.table({})
 
     def _listing(self) -> tuple[dict[Job, Path], dict[str, Path]]:
@@ -159,13 +160,13 @@ class RunData:
         if self._listed is not None and now - self._listed[0] < LISTING_S:
             return self._listed[1], self._listed[2]
         jobs: dict[Job, Path] = {}
-        for folder in sorted((self.run_dir / "shards").glob("benchmark=*/model=*/condition=*")):
+        for folder in sorted(RunDir(self.run_dir).shards.glob("benchmark=*/model=*/condition=*")):
             if folder.is_dir():
                 key = tuple(part.split("=", 1)[1] for part in (folder.parent.parent.name, folder.parent.name,
                                                                folder.name))
                 jobs[key] = folder
         figures: dict[str, Path] = {}
-        plots = self.run_dir / "plots"
+        plots = RunDir(self.run_dir).plots
         if plots.is_dir():
             figures = {p.name: p for p in sorted(plots.iterdir())
                        if p.suffix in PLOT_SUFFIXES and not p.name.startswith(".") and p.is_file()}
@@ -360,7 +361,7 @@ class RunData:
 
     def requests(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
         """Stored requests by hash (empty when the run keeps none: runs made before the store)."""
-        folder = self.run_dir / "requests"
+        folder = RunDir(self.run_dir).requests
         wanted = sorted({h for h in hashes if h})
         if not wanted or not folder.is_dir():
             return {}

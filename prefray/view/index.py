@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.rundir.shards import shard_files as stored_files
 
@@ -56,7 +57,7 @@ def signature(folder: Path) -> str:
 
 def index_path(run_dir: Path, folder: Path) -> Path:
     name = hashlib.sha1(str(folder.relative_to(run_dir)).encode()).hexdigest()[:16] + ".parquet"
-    target = run_dir / ".view"
+    target = RunDir(run_dir).view_index
     try:
         target.mkdir(exist_ok=True)
         if os.access(target, os.W_OK):
