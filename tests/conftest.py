@@ -73,9 +73,10 @@ def ray_address(tmp_path_factory) -> str:
     ray.shutdown()    # the pytest process's own driver, if an in-process launch connected it
     os.killpg(head.pid, signal.SIGTERM)
     try:
-        head.wait(timeout=30)
+        head.wait(timeout=5)     # `ray start --block` takes ~30 s to stop its processes one by one
     except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+        os.killpg(head.pid, signal.SIGKILL)    # the whole group: head, raylet, workers
+        head.wait()
 
 
 def _port_open(port: int) -> bool:

@@ -103,7 +103,7 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: floa
 def stop(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=60)
+        process.wait(timeout=5)     # a `ray start --block` takes ~30 s to stop gracefully; its group is killed
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -74,11 +74,23 @@ def test_paper_models_receive_their_own_budgets(run_cli, fake_server, tmp_path):
 
 
 # -- truncation ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cut_run(ray_address, session_fake_server, tmp_path_factory) -> Path:
+    """One unit whose answers are cut (4 tokens) and whose judges cannot answer (2 tokens): the cut
+    answer is still judged, and each unreadable verdict is the judge's failure."""
+    from tests.conftest import launch_here
+
+    session_fake_server.reset()
+    run = tmp_path_factory.mktemp("cut") / "run"
+    done = launch_here("model=fake", "judge=fake", *ONE_UNIT, *session_fake_server.model_overrides(),
+                       "model.max_output_tokens=4", "judge.max_output_tokens=2", "run.plots=false", f"run.dir={run}")
+    assert done.returncode in (0, 3), done.stderr
+    return run
+
+
 @pytest.mark.e2e
-def test_a_cut_answer_is_flagged_judged_and_counted(run_cli, fake_server, tmp_path):
-    run = tmp_path / "run"
-    run_cli("model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(), "model.max_output_tokens=4",
-            f"run.dir={run}", expect_ok=False)
+def test_a_cut_answer_is_flagged_judged_and_counted(cut_run):
+    run = cut_run
     stored = rows(run)
     generations = [r for r in stored if r["role"] == "subject" and r["status"] == "ok"]
     assert generations and all(r["truncated"] and r["finish_reason"] == "length" for r in generations)
@@ -122,10 +134,8 @@ def test_a_prompt_over_the_context_is_the_models_failure_and_keeps_the_cell_comp
 
 
 @pytest.mark.e2e
-def test_an_unreadable_judge_is_excluded_and_counted_per_judge(run_cli, fake_server, tmp_path):
-    run = tmp_path / "run"
-    run_cli("model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(), "judge.max_output_tokens=2",
-            f"run.dir={run}", expect_ok=False)
+def test_an_unreadable_judge_is_excluded_and_counted_per_judge(cut_run):
+    run = cut_run
     judged = [r for r in rows(run) if r["role"] != "subject"]
     assert judged and {r["cause"] for r in judged} == {"parse_error"}
     assert all(r["tries"] == 2 for r in judged)   # asked once more, then given up

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, launch_here, start_fake_server
 
 pytestmark = pytest.mark.e2e
 
@@ -30,12 +30,29 @@ def metrics_values(run_dir: Path) -> list[tuple]:
         return sorted((r["model"], r["condition"], r["metric"], r["value"], r["n"]) for r in csv.DictReader(handle))
 
 
-def test_jobs_of_a_multirun_overlap_in_time(run_cli, make_fake_server, tmp_path):
-    server = make_fake_server("--latency", "0.15")
-    run_cli(*FAKE_TWO_SDKS, *server.model_overrides(), f"run.dir={tmp_path / 'run'}", "limit=3",
-            "run.shard_size=2", "model.max_concurrency=2", "judge.max_concurrency=2")
+LATENCY = "0.2"
+KILLED_SWEEP = [*FAKE_TWO_SDKS, "limit=4", "run.shard_size=2", "model.max_concurrency=2", "judge.max_concurrency=2"]
+
+
+@pytest.fixture(scope="module")
+def straight(ray_address, tmp_path_factory):
+    """The two-SDK sweep run straight through (its run dir, the requests it sent): the reference of
+    the kill-and-resume test, and the multirun whose jobs must overlap."""
+    server = start_fake_server("--latency", LATENCY)
+    try:
+        run_dir = tmp_path_factory.mktemp("straight") / "run"
+        done = launch_here(*KILLED_SWEEP, *server.model_overrides(), "run.plots=false", f"run.dir={run_dir}")
+        assert done.returncode == 0, done.stderr
+        yield run_dir, server.stats()["requests"]
+    finally:
+        server.process.kill()
+        server.process.wait()
+
+
+def test_jobs_of_a_multirun_overlap_in_time(straight):
+    run_dir, _ = straight
     spans = {}
-    for row in rows(tmp_path / "run"):
+    for row in rows(run_dir):
         start, end = spans.get(row["model"], (float("inf"), 0.0))
         spans[row["model"]] = (min(start, row["started_at"]), max(end, row["finished_at"]))
     (a_start, a_end), (b_start, b_end) = spans["fake"], spans["fake-anthropic"]
@@ -45,10 +62,9 @@ def test_jobs_of_a_multirun_overlap_in_time(run_cli, make_fake_server, tmp_path)
     assert overlap > 0.3 * min(a_end - a_start, b_end - b_start)
 
 
-def test_kill_and_resume_ends_with_the_same_metrics(run_cli, make_fake_server, tmp_path):
-    server = make_fake_server("--latency", "0.2")
-    args = [*FAKE_TWO_SDKS, *server.model_overrides(), "limit=4", "run.shard_size=2",
-            "model.max_concurrency=2", "judge.max_concurrency=2"]
+def test_kill_and_resume_ends_with_the_same_metrics(run_cli, make_fake_server, tmp_path, straight):
+    server = make_fake_server("--latency", LATENCY)
+    args = [*KILLED_SWEEP, *server.model_overrides(), "run.plots=false"]
     killed = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "prefray.launch", *args, f"run.dir={killed}"],
                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -64,10 +80,9 @@ def test_kill_and_resume_ends_with_the_same_metrics(run_cli, make_fake_server, t
 
     run_cli(*args, f"run.dir={killed}")
     resumed_requests = server.stats()["requests"] - sent_before_resume
-    run_cli(*args, f"run.dir={tmp_path / 'straight'}")
-    straight_requests = server.stats()["requests"] - sent_before_resume - resumed_requests
+    straight_dir, straight_requests = straight
 
-    assert metrics_values(killed) == metrics_values(tmp_path / "straight")
+    assert metrics_values(killed) == metrics_values(straight_dir)
     assert resumed_requests < straight_requests  # stored shards were not asked again
     unit_ids = [r["unit_id"] for r in rows(killed)]
     assert len(unit_ids) == len(set(unit_ids))  # every unit stored exactly once
