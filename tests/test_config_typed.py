@@ -125,3 +125,15 @@ def test_readme_cause_table_is_generated_from_the_causes():
         "run python -m prefray.engine.config.table --write"
     for cause in Cause:
         assert f"| `{cause}` |" in cause_table()
+
+
+@pytest.mark.e2e
+def test_run_plots_false_writes_the_metrics_without_figures(run_cli, fake_server, tmp_path):
+    shown, hidden = tmp_path / "shown", tmp_path / "hidden"
+    common = ("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=1",
+              "benchmark.samples=1", "run.cache=false", "run.progress=false", *fake_server.model_overrides())
+    run_cli(*common, f"run.dir={hidden}", "run.plots=false")
+    run_cli(*common, f"run.dir={shown}", plots=True)
+    assert (hidden / "metrics.csv").read_bytes() == (shown / "metrics.csv").read_bytes()
+    assert not (hidden / "plots").exists()
+    assert list((shown / "plots").glob("*.png"))
