@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from prefray.engine.benchmark import Benchmark, Job, Stage
 from prefray.engine.calls.pricing import call_cost, max_output_tokens
 from prefray.engine.calls.providers import synthetic
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs, try_parse
 from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
@@ -45,7 +46,7 @@ class SimulatedGateways:
     request's max tokens.
     """
 
-    output_ratio: float = 0.5
+    output_ratio: float = RunConfig.estimate_output_ratio
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         return [self._answer(spec, r) for r in requests]
@@ -124,7 +125,7 @@ def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
     """The rows a run would add to `run_dir`, answered by the simulation. `settings` are the
     runner's (RunSettings), plus `output_ratio`: the share of its max tokens an answer is assumed to use."""
     settings = dict(settings)
-    ratio = float(settings.pop("output_ratio", 0.5))
+    ratio = float(settings.pop("output_ratio", RunConfig.estimate_output_ratio))
     scratch, existing = _scratch_copy(Path(run_dir))
     try:
         settings.pop("compact", None)   # new rows are told apart by their files: keep them small
