@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.rundir.cache import ResponseCache, default_cache_path
 from prefray.engine.rundir.layout import CACHE_FILE as CACHE_NAME
 from prefray.engine.rundir.layout import CACHE_FOLDER, LOG_FOLDERS
@@ -277,7 +278,7 @@ def merge_cache_files(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged_run(location: str | Path, run: dict[str, Any], own: bool = True) -> Iterator[Path]:
+def staged_run(location: str | Path, run: dict[str, Any] | RunConfig, own: bool = True) -> Iterator[Path]:
     """The local run dir to work in: `location` itself, or for a URI its staging mirror — pulled
     first, owned through a lease (with `own`), kept in step while the block runs and finished at
     its end however it ends. Raises RunDirBusy when another live run holds the lease."""
@@ -285,8 +286,9 @@ def staged_run(location: str | Path, run: dict[str, Any], own: bool = True) -> I
         yield Path(location)
         return
     uri = str(location)
-    local = staging_dir(uri, run.get("staging_dir"))
-    cache = default_cache_path(local) if run.get("cache", True) and not run.get("cache_dir") else None
+    run = RunConfig.from_config(run)
+    local = staging_dir(uri, run.staging_dir)
+    cache = default_cache_path(local) if run.cache and not run.cache_dir else None
     mirror = Mirror(uri, local, cache)
     lease = RemoteLease(mirror.store, mirror.root) if own else None
     if lease is not None:
