@@ -114,6 +114,8 @@ class FakeServer:
 
 
 def start_fake_server(*args: str) -> FakeServer:
+    """The fake provider in a process of its own (a thread of the pytest process would share its
+    interpreter lock with the in-process driver and shift the timing the lane tests measure)."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "prefray.fakellm", "--port", str(port), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
