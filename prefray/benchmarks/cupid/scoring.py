@@ -116,6 +116,19 @@ def _json_object(text: str) -> Any:
     return None
 
 
+def _json_list(text: str) -> list | None:
+    """A JSON list of objects that opens the answer (bare or fenced), or None."""
+    start = text.find("[")
+    opening = text[:start].strip().lower().removeprefix("```json").removeprefix("```").strip()
+    if start == -1 or opening:
+        return None
+    try:
+        value = json.JSONDecoder().raw_decode(text[start:])[0]
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) else None
+
+
 def parse_checklist(text: str) -> dict[str, list[str]]:
     """{"checklist": [...]}: non-empty questions, at most MAX_CHECKLIST (later ones are dropped).
     An empty list is a valid answer; it scores zero matches."""
@@ -139,9 +152,12 @@ def coverage_score(label: Any) -> float:
 
 
 def parse_match(text: str) -> dict[str, list[float]]:
-    """{"scores": [...]}, one per result in answer order. Its length is checked by the metrics."""
+    """{"scores": [...]}, one per result in answer order. Its length is checked by the metrics.
+    The results are read from {"results": [...]}, or from a bare JSON list of results."""
     value = _json_object(text)
     results = value.get("results") if isinstance(value, dict) else None
+    if results is None:
+        results = _json_list(text)
     if not isinstance(results, list):
         raise ParseError(f"no JSON results list in {text[:80]!r}")
     scores = []
