@@ -22,7 +22,8 @@ from prefray.benchmarks.benchpres.tables import (completeness_scores, decisions,
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
 from prefray.engine.results.plots import ScatterSpec
-from prefray.engine.prompts import check_prompt_overrides, read_prompt
+from prefray.benchmarks.benchpres.templates import fill, template_problems
+from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
@@ -32,16 +33,14 @@ PROMPTS = Path(__file__).parent / "prompts"
 def judge_messages(preference: str, response: str,
                    settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The preference judge's request: is this one preference reflected in the response?"""
-    template = read_prompt(PROMPTS, "judge", settings)
-    return ({"role": "user", "content": template.format(preference=preference, response=response)},)
+    return ({"role": "user", "content": fill("judge", settings, preference=preference, response=response)},)
 
 
 def completeness_messages(recipient: str, task: str, response: str,
                           settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The completeness judge's request: how well does the response do the task (1–5)?"""
-    template = read_prompt(PROMPTS, "completeness", settings)
-    content = template.format(recipient=recipient, task=task, response=response)
-    return ({"role": "user", "content": content},)
+    return ({"role": "user", "content": fill("completeness", settings, recipient=recipient, task=task,
+                                             response=response)},)
 
 
 class BenchPreS:
@@ -56,6 +55,8 @@ class BenchPreS:
 
     def load(self, job: Job) -> Sequence[Instance]:
         problems = check_prompt_overrides(PROMPTS, job.settings)
+        if not problems:  # every template's placeholders, before anything is loaded or sent
+            problems = template_problems(job.settings)
         if problems:
             raise DataError("; ".join(problems))
         memory_layout(job.settings)
