@@ -76,7 +76,8 @@ class BenchPreS:
     # Paired differences on the same profiles (defense − default; preferences − none for completeness).
     comparisons = [Comparison("condition", "defense", "default"), Comparison("condition", "default", "no_preferences"),
                    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2"),
-                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct")]
+                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct"),
+                   Comparison("model", "k-exaone-236b-a23b-reasoning", "k-exaone-236b-a23b-non-reasoning")]
 
     def load(self, job: Job) -> Sequence[Instance]:
         problems = check_prompt_overrides(PROMPTS, job.settings)
