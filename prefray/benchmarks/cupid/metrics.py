@@ -12,10 +12,10 @@ inferring nothing never raises the mean. `n` = the instances averaged (scored + 
 The reference code's pooled ratios are kept beside them under names that say so:
     precision_pooled = Σ_i ratings of inferred items / Σ_i k_i   (n = instances with k_i > 0)
     recall_pooled    = Σ_i ratings of true items / Σ_i t_i        (n = instances with t_i > 0)
-    F1_pooled        = 2 P R / (P + R) of the two                  (n = instances in either pool; NaN when either pool is)
+    F1_pooled        = 2 P R / (P + R) of the two                  (n = instances in either pool)
 An instance that adds no item to a pool (an empty inferred checklist, a model failure) is not
 averaged there: it is left out of that metric's `n` and counted in its `excluded`; a pool with no
-item is NaN.
+item is NaN, and so is F1_pooled then.
 Generation: `alignment` = mean judge score over scored instances.
 
 Failures follow `prefray.engine.failures`. Each instance of a task ends in one outcome:
