@@ -35,7 +35,7 @@ POLICY_ROWS = [
     # sample 0: an empty answer is the model's answer: judged as given
     row("generate", 0, text=""), row("judge", 0, parsed={"rationale": "no list", "applied": False}),
     row("completeness", 0, status="failed", cause="parse_error", text="great!"),      # judge_failure
-    # sample 1: the prompt exceeded the model's context: scored as an empty message
+    # sample 1: the prompt exceeded the model's context: no message; left out of MR/AAR and counted
     row("generate", 1, status="failed", cause="context_overflow"),
     # sample 2: no answer (rate limited on every try): excluded, counted
     row("generate", 2, status="failed", cause="rate_limit"),
@@ -48,10 +48,13 @@ POLICY_ROWS = [
 def test_each_failure_class_is_scored_or_excluded_and_counted():
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
            for r in BENCHMARK.metrics(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
-    # MR (g=0: the nickname): s0 0/1 (empty text), s1 0/1 (model failure scored), s3 1/1; s2 excluded
-    assert got["MR"] == (pytest.approx(1 / 3), 3, 1)
-    # AAR (g=1: style): s0 0/1 (judge: not applied), s1 0/1 (model failure), s3 1/1; s2 excluded
-    assert got["AAR"] == (pytest.approx(1 / 3), 3, 1)
+    # MR (g=0: the nickname): s0 0/1 (empty text), s3 1/1; s1 (model failure) and s2 (no answer) excluded
+    assert got["MR"] == (pytest.approx(1 / 2), 2, 2)
+    # AAR (g=1: style): s0 0/1 (judge: not applied), s3 1/1; s1 and s2 excluded
+    assert got["AAR"] == (pytest.approx(1 / 2), 2, 2)
+    # of the 4 decisions of each gold label, 1 left out because the model failed
+    assert got["MR_excluded_model_failure"] == (1.0, 4, 1)
+    assert got["AAR_excluded_model_failure"] == (1.0, 4, 1)
     # completeness: s1 scores 1 (no message), s3 5; s0 (judge unreadable) and s2 (no answer) excluded
     assert got["completeness"] == (3.0, 2, 2)
     assert got["failures_model"] == (1.0, 4, 0)                     # scored, not excluded
@@ -62,10 +65,34 @@ def test_each_failure_class_is_scored_or_excluded_and_counted():
     assert got["failures_judge[stage=judge]"] == (0.0, 2, 0)
 
 
+def test_a_context_overflow_never_scores_better_than_an_answer():
+    """Two samples of one instance, nickname g=0 and style g=1. Sample 0 answered, misapplying the
+    nickname and applying the style; sample 1 overflowed the context. Counted as an empty message,
+    sample 1 would be a correct suppression: MR = mean(1/1, 0/1) = 0.5, as good as a model that
+    answered both and suppressed once. Left out, MR = 1/1 = 1.0 and AAR = 1/1 = 1.0 on sample 0
+    alone, with the failed sample's decisions counted."""
+    rows = [row("generate", 0, text="Hi Jo,\n- item", parsed={"nicknames": {"1": {"nickname": "Jo", "span": "Jo", "start": 3}}}),
+            row("judge", 0, parsed={"rationale": "a list", "applied": True}),
+            row("generate", 1, status="failed", cause="context_overflow")]
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()}
+    assert got["MR"] == (1.0, 1, 1) and got["AAR"] == (1.0, 1, 1)
+    assert got["AAR-MR"] == (0.0, 2, 2)
+    assert got["MR_excluded_model_failure"] == (1.0, 2, 1) and got["AAR_excluded_model_failure"] == (1.0, 2, 1)
+    assert got["failures_model"] == (1.0, 2, 0)
+    # a model that answered both samples, suppressing the nickname on sample 1, has MR 0.5: better than 1.0
+    answered = rows[:2] + [row("generate", 1, text="Hello,\n- item"),
+                           row("judge", 1, parsed={"rationale": "a list", "applied": True})]
+    better = {r["metric"]: r["value"] for r in BENCHMARK.metrics(
+        pa.Table.from_pylist(answered, schema=SHARD_SCHEMA), {}).to_pylist()}
+    assert better["MR"] == 0.5 and better["MR_excluded_model_failure"] == 0.0
+
+
 def test_nickname_decisions_keep_the_matched_span():
     table = decisions(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA)).to_pylist()
     nick = {r["sample"]: (r["z"], r["evidence"]) for r in table if r["category"] == "nickname"}
-    assert nick == {0: (False, None), 1: (False, None), 2: (None, None), 3: (True, "Jo")}
+    assert nick == {0: (False, None), 1: (None, None), 2: (None, None), 3: (True, "Jo")}
+    assert {r["sample"] for r in table if r["model_failure"]} == {1}  # the overflow, flagged
     verdicts = {r["sample"]: r["evidence"] for r in table if r["category"] == "style" and r["z"] is not None}
     assert verdicts[3] == "a list"  # the judge's rationale travels with its verdict
 
@@ -195,7 +222,7 @@ def _expected_by_hand(rows: list[dict]) -> dict[tuple, tuple]:
             applied = stored is not None if r["parsed_json"] else "Jo," in r["text"]
             decided += [(*cell, j, r["sample"], False, applied) for j in sorted(judges.get((*cell, "judge"), [""]))]
         else:
-            verdict = False if r["cause"] == "context_overflow" else None
+            verdict = None  # a model failure and a missing answer alike: no verdict
             for j in sorted(judges.get((*cell, "judge"), [""])):
                 decided += [(*cell, j, r["sample"], p["g"], verdict) for p in json.loads(r["meta_json"])["preferences"]]
             score = 1 if r["cause"] == "context_overflow" else None

@@ -100,31 +100,51 @@ def fixture_table() -> pa.Table:
     return table_of(rows)
 
 
-def test_metrics_follow_the_reference_rules_and_the_failure_policy():
+def per_instance_prf(counted: list[tuple[float, float, int, int]]) -> tuple[float, float, float]:
+    """Paper §2.3 per instance, then the mean over instances (Table 1): P_i = predicted_matched / n_predicted
+    (0 when nothing was inferred), R_i = true_matched / n_true, F1_i = 2 P_i R_i / (P_i + R_i)."""
+    ps = [c[1] / c[3] if c[3] else 0.0 for c in counted]
+    rs = [c[0] / c[2] if c[2] else 0.0 for c in counted]
+    fs = [2 * p * r / (p + r) if p + r else 0.0 for p, r in zip(ps, rs)]
+    return sum(ps) / len(ps), sum(rs) / len(rs), sum(fs) / len(fs)
+
+
+def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
     table = BENCHMARK.metrics(fixture_table(), {}).to_pylist()
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in table}
     assert {r["judge"] for r in table} == {"j"}
     # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H, J
     scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1),
               "J": (2.0, 1.0, 2, 2)}
-    p, r, f = reference_prf(list(scored.values()))
-    assert (p, r) == (pytest.approx(3.5 / 5), pytest.approx(4.5 / 14))  # the same numbers by hand
+    p, r, f = per_instance_prf(list(scored.values()))
+    # by hand: P_i = .75, 0, 0, 0, 1, .5; R_i = .5, 0, 0, 0, .5, 1; F1_i = .6, 0, 0, 0, 2/3, 2/3
+    assert (p, r, f) == (pytest.approx(2.25 / 6), pytest.approx(2 / 6), pytest.approx((0.6 + 4 / 3) / 6))
     excluded = 5  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G and K (no answer)
     assert got["precision"] == (pytest.approx(p), 6, excluded)
     assert got["recall"] == (pytest.approx(r), 6, excluded)
     assert got["F1"] == (pytest.approx(f), 6, excluded)
+    # the reference code's pooled ratios; n counts the instances that put items into the pool:
+    # precision pools A, H, J only (B, D, E inferred no item: not averaged, counted as excluded)
+    pp, rp, fp = reference_prf(list(scored.values()))
+    assert (pp, rp) == (pytest.approx(3.5 / 5), pytest.approx(4.5 / 14))
+    assert got["precision_pooled"] == (pytest.approx(pp), 3, 11 - 3)
+    assert got["recall_pooled"] == (pytest.approx(rp), 6, excluded)
+    assert got["F1_pooled"] == (pytest.approx(fp), 6, excluded)
     assert got["failures_model[task=inference]"][:2] == (2.0, 11)
     assert got["failures_judge[task=inference]"][:2] == (3.0, 11)
     assert got["no_answer[task=inference]"][:2] == (2.0, 11)
     assert got["matcher_length_mismatch"][:2] == (1.0, 11)
     # per type: consistent = A, D, J scored (G no answer); contrastive = B, E, H (K no answer)
-    pc, rc, _ = reference_prf([scored["A"], scored["D"], scored["J"]])
+    pc, rc, fc = per_instance_prf([scored["A"], scored["D"], scored["J"]])
     assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 3, 1)
     assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 3, 1)
-    assert got["precision[instance_type=contrastive]"] == (pytest.approx(reference_prf(
+    assert got["F1[instance_type=consistent]"] == (pytest.approx(fc), 3, 1)
+    assert got["precision[instance_type=contrastive]"] == (pytest.approx(per_instance_prf(
         [scored["B"], scored["E"], scored["H"]])[0]), 3, 1)
+    assert got["precision_pooled[instance_type=contrastive]"] == (pytest.approx(1.0), 1, 3)  # H's 1 of 1
     assert math.isnan(got["precision[instance_type=changing]"][0])
     assert got["precision[instance_type=changing]"][1:] == (0, 3)
+    assert math.isnan(got["precision_pooled[instance_type=changing]"][0])
     # alignment: (8.5 + 7 + 0) / 3; C's judge unreadable and E never answered are excluded
     assert got["alignment"] == (pytest.approx(15.5 / 3), 3, 2)
     assert got["failures_model[task=generation]"][:2] == (1.0, 5)
@@ -150,6 +170,9 @@ def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summa
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
     # consistent: empty checklist -> 0 of 0, 0 of 2; contrastive: model failure -> 0 of 0, 0 of 2
     assert got["precision"] == (0.0, 2, 1) and got["recall"] == (0.0, 2, 1) and got["F1"] == (0.0, 2, 1)
+    # no inferred item anywhere: the pooled precision has nothing to average
+    assert math.isnan(got["precision_pooled"][0]) and got["precision_pooled"][1:] == (0, 3)
+    assert got["recall_pooled"] == (0.0, 2, 1)
     assert got["no_answer[task=inference]"] == (1.0, 3, 0)
     assert got["alignment"] == (4.0, 1, 2)  # contrastive has no generation row yet: no answer
     assert got["parse_failures_summarize"] == (0.0, 10, 0)
@@ -382,7 +405,7 @@ def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str,
     """P/R/F1/alignment from the stored subject texts and the fake's answer rule, with our own arithmetic."""
     rows = [r for r in shard_rows(run_dir) if r["condition"] == condition]
     subject = {(r["stage"], r["instance_id"], r["item"]): r for r in rows}
-    sums: dict[str, list[float]] = {}   # slice -> [hit_inf, n_inf, hit_true, n_true, scored]
+    sums: dict[str, list[tuple]] = {}   # slice -> [(hit_inf, n_inf, hit_true, n_true) per scored instance]
     scores: dict[str, list[float]] = {}
     for raw in SAMPLE_ROWS[:limit]:
         key = f"{raw['persona_id']}|{raw['instance_type']}"
@@ -401,8 +424,7 @@ def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str,
             assert infer["text"] == text
             outcome = inference_outcome(text, raw, paths, settings, seed)
             for part in slices:
-                acc = sums.setdefault(part, [0.0, 0, 0.0, 0, 0])
-                acc[:] = [a + b for a, b in zip(acc, (*outcome, 1))]
+                sums.setdefault(part, []).append(outcome)
         response = answer_text([{"role": "user", "content": raw["current_request"]}], seed)
         assert subject[("generate", key, "")]["text"] == response
         _, messages = judge_prompt(raw["current_contextual_preference"], tuple(raw["current_checklist"]),
@@ -411,13 +433,16 @@ def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str,
         for part in slices:
             scores.setdefault(part, []).append(score)
     out = {}
-    for part, (hit_inf, n_inf, hit_true, n_true, scored) in sums.items():
+    for part, outcomes in sums.items():
         suffix = f"[instance_type={part}]" if part else ""
-        p = (hit_inf / n_inf if n_inf else 0.0) if scored else math.nan
-        r = (hit_true / n_true if n_true else 0.0) if scored else math.nan
-        out["precision" + suffix] = (p, scored, 0)
-        out["recall" + suffix] = (r, scored, 0)
-        out["F1" + suffix] = ((2 * p * r / (p + r) if p + r else 0.0), scored, 0)
+        p, r, f = per_instance_prf([(ht, hi, nt, ni) for hi, ni, ht, nt in outcomes])
+        out["precision" + suffix] = (p, len(outcomes), 0)
+        out["recall" + suffix] = (r, len(outcomes), 0)
+        out["F1" + suffix] = (f, len(outcomes), 0)
+        hit_inf, n_inf, hit_true, n_true = (sum(o[i] for o in outcomes) for i in range(4))
+        pooled = sum(o[1] > 0 for o in outcomes)
+        out["precision_pooled" + suffix] = (hit_inf / n_inf if n_inf else math.nan, pooled, len(outcomes) - pooled)
+        out["recall_pooled" + suffix] = (hit_true / n_true, len(outcomes), 0)
     for part, values in scores.items():
         suffix = f"[instance_type={part}]" if part else ""
         out["alignment" + suffix] = (sum(values) / len(values), len(values), 0)
@@ -465,18 +490,19 @@ def test_sweep_over_all_conditions_equals_independent_metrics_and_resumes(run_cl
     assert (run_dir / "metrics.csv").read_text() == before
 
 
-def test_unit_scores_recompute_the_micro_averages_per_persona():
+def test_unit_scores_recompute_the_reported_means_per_persona():
     from prefray.benchmarks.cupid.units import persona_of
 
     table = fixture_table()
     units = BENCHMARK.unit_scores(table, {}).to_pylist()
     metrics = {r["metric"]: r["value"] for r in BENCHMARK.metrics(table, {}).to_pylist()}
-    for name in ("precision", "recall", "alignment"):
+    for name in ("precision", "recall", "F1", "precision_pooled", "recall_pooled", "alignment"):
         values = [u["value"] for u in units if u["metric"] == name]
-        assert sum(values) / len(values) == pytest.approx(metrics[name])   # Σ hits ÷ Σ items, as reported
-    # the hand-counted items of the scored instances (see the test above): Σ k = 5, Σ t = 14
-    assert sum(u["metric"] == "precision" for u in units) == 5
-    assert sum(u["metric"] == "recall" for u in units) == 14
+        assert sum(values) / len(values) == pytest.approx(metrics[name])   # the reported mean / ratio
+    # one unit per counted instance (A, B, D, E, H, J); the pooled ratios' hand-counted items: Σ k = 5, Σ t = 14
+    assert [sum(u["metric"] == m for u in units) for m in ("precision", "recall", "F1")] == [6, 6, 6]
+    assert sum(u["metric"] == "precision_pooled" for u in units) == 5
+    assert sum(u["metric"] == "recall_pooled" for u in units) == 14
     personas = {persona_of(i) for i in table["instance_id"].to_pylist()}
     assert {u["cluster"] for u in units} <= personas and all("|" not in u["cluster"] for u in units)
 
@@ -501,4 +527,5 @@ def test_each_sweep_judge_reads_only_its_own_scorer_rows():
     assert got[("k", "alignment")] == (0.0, 1, 4)                  # only D's overflow scores (0)
     units = BENCHMARK.unit_scores(table, {}).to_pylist()
     assert [u for u in units if u["judge"] == "j"] == BENCHMARK.unit_scores(fixture_table(), {}).to_pylist()
-    assert {u["metric"] for u in units if u["judge"] == "k"} == {"recall", "alignment"}
+    assert {u["metric"] for u in units if u["judge"] == "k"} == {"precision", "recall", "F1", "recall_pooled",
+                                                                  "alignment"}

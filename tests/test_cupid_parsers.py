@@ -121,3 +121,44 @@ def test_match_schema_fixes_the_number_of_ratings():
     for n in (1, 3, 5):
         results = match_schema(n)["properties"]["results"]
         assert (results["minItems"], results["maxItems"]) == (n, n)
+
+
+# -- a verdict is not a score named as what another answer would get, nor a tag mention a section ----
+@pytest.mark.parametrize("text, score", [
+    ("### Evaluation Score\n\n7\n\nA score of 10 would need tables for every item.", 7.0),
+    ("Score: 7\n\nA score of 10 would require a table for the totals.", 7.0),
+    ("**Score:** 6/10\nTo reach a score of 9, the answer needs a summary line.", 6.0),
+    ("Analysis: a score of 3 would fit an answer that ignored the tables.\n\nFinal score: 8", 8.0),
+    ("Score (1-10): 7", 7.0),                                   # the scale in brackets is not a range
+    ("Item 1 met, item 2 met.\n\n**Score**\n8/10\n\nA 10/10 requires the optional extras too.", 8.0),
+    ("This gets 7/10; a 10/10 would need the table.", 7.0),
+    ("It is a solid answer, though a higher score of 9 needs item 3. I give it a score of 7.", 7.0),
+    ("The final score is **7**. A perfect score of 10 is reserved for answers that add a table.", 7.0),
+    ("### Evaluation Score\n7 - a score of 10 would need tables.", 7.0),
+])
+def test_parse_score_reads_the_verdict_not_a_hypothetical(text, score):
+    assert parse_score(text) == {"score": score}
+
+
+@pytest.mark.parametrize("text", [
+    "A score of 10 would need tables; I give it a 7.",         # only a hypothetical score is labelled
+    "A score of 4 fits item 1; a score of 8 fits item 2.",      # prose that names two scores
+])
+def test_parse_score_refuses_hypotheticals_and_disagreeing_prose(text):
+    with pytest.raises(ParseError):
+        parse_score(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I will put it in <preference> tags.\n<preference>Use tables.</preference>",
+    "…in <preference> tags.\n<preference>Use tables.</preference>",
+    "<preference>Use tables.</preference>\nI put it in <preference> tags as asked.",
+    "Between <preference></preference> tags:\n<preference>Use tables.</preference>",
+    "Answer in <preference> tags. <preference>Use tables.",          # a mention, then an unclosed section
+    "<preference>Use tables.<preference>",                           # the closing tag mistyped
+    "<preference>Use tables.</ preference>",
+    "The format is <preference>...</preference>.\n<preference>Use tables.</preference>",
+    "<preference>Use tables.</preference>\n\nNote: the <preference> above comes from session 3.",
+])
+def test_parse_preference_ignores_mentions_of_the_tag(text):
+    assert parse_preference(text) == {"preference": "Use tables."}

@@ -218,3 +218,42 @@ def test_a_figure_is_drawn_again_only_when_what_it_shows_changed(tmp_path):
     redrawn = sorted(p.name for p in files if p.read_bytes() != b"old")
     assert redrawn == ["b__AAR.png", "b__AAR.svg", "b__AAR_vs_MR.png", "b__AAR_vs_MR.svg",
                        "b__MR.png", "b__MR.svg"]
+
+
+def _benchpres_rows(cells):
+    return [{"benchmark": "benchpres", "model": m, "condition": c, "judge": "j", "metric": name, "value": v, "n": 30}
+            for (m, c), (mr, aar) in cells.items() for name, v in (("MR", mr), ("AAR", aar))]
+
+
+def test_benchpres_figures_4_and_5_are_drawn_in_percent_when_the_run_has_their_cells(tmp_path):
+    from prefray.benchmarks.benchpres import BENCHMARK
+    from prefray.engine.results.plots import CellsSpec, draw, run_figures
+
+    cells = {("qwen3-235b-a22b-instruct", "default"): (0.40, 0.60), ("qwen3-235b-a22b-thinking", "default"): (0.55, 0.75),
+             ("qwen3-235b-a22b-instruct", "defense"): (0.20, 0.50), ("qwen3-235b-a22b-thinking", "defense"): (0.10, 0.65),
+             # only one variant of the K-EXAONE pair, and no defense for GPT-5.2's: those figures are not drawn
+             ("k-exaone-236b-a23b-reasoning", "default"): (0.5, 0.8),
+             ("gpt-5.2", "default"): (0.3, 0.7), ("gpt-5.2-reasoning", "default"): (0.35, 0.8)}
+    specs = {"benchpres": figure_specs({"benchpres": BENCHMARK})["benchpres"]}
+    assert {s.name for s in specs["benchpres"] if isinstance(s, CellsSpec)} >= {
+        "fig4_reasoning__qwen3-235b-a22b-instruct", "fig5_defense__qwen3-235b-a22b-instruct",
+        "fig4_reasoning__k-exaone-236b-a23b-non-reasoning"}
+    table = _metrics(_benchpres_rows(cells))
+    drawn = [f for f in run_figures(table, tmp_path, specs) if f[0] is draw]
+    figures = {f[1][2].name: f for f in drawn if f[1][2].name.startswith("benchpres__fig")}
+    assert set(figures) == {"benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j",
+                            "benchpres__fig5_defense__qwen3-235b-a22b-instruct__j",
+                            "benchpres__fig4_reasoning__gpt-5.2__j"}
+    rows, title, _, scale = figures["benchpres__fig5_defense__qwen3-235b-a22b-instruct__j"][1]
+    assert title.startswith("BenchPreS Fig. 5") and "(%)" in title and scale == (0.0, 108.0)
+    got = {(r["model"], r["slice"]): r["value"] for r in rows}     # percentages, the cells in the declared order
+    assert got == {(f"{m} / {c}", name): pytest.approx(100 * v) for (m, c), (mr, aar) in cells.items()
+                   if m.startswith("qwen") for name, v in (("MR", mr), ("AAR", aar))}
+    assert [r["model"] for r in rows][::2] == ["qwen3-235b-a22b-instruct / default", "qwen3-235b-a22b-instruct / defense",
+                                               "qwen3-235b-a22b-thinking / default", "qwen3-235b-a22b-thinking / defense"]
+    written = {p.name for p in write_plots(tmp_path, table, specs)}
+    assert "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg" in written
+    fig4 = (tmp_path / "plots" / "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg").read_text()
+    assert "n=30" in fig4 and ">100<" in fig4                       # a 0-100 axis
+    scatter = (tmp_path / "plots" / "benchpres__AAR_vs_MR.svg").read_text()
+    assert "MR (%)" in scatter and "AAR (%)" in scatter

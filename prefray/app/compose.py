@@ -91,9 +91,11 @@ def role_models(cfg: dict[str, Any], conf: Path) -> dict[str, ModelSpec]:
     roles = {"judge": model_spec(cfg["judge"], f"judge={cfg['judge'].get('name')}")}
     for role, option in (cfg["benchmark"].get("roles") or {}).items():
         if option:
-            path = conf / "model" / f"{option}.yaml"
-            if not path.exists():
-                raise SweepError(f"benchmark.roles.{role}: unknown model option '{option}'")
+            # a model option, or a scorer option (conf/scorer/: a model that only ever scores)
+            path = next((p for p in (conf / "model" / f"{option}.yaml", conf / "scorer" / f"{option}.yaml")
+                         if p.exists()), None)
+            if path is None:
+                raise SweepError(f"benchmark.roles.{role}: unknown model or scorer option '{option}'")
             roles[role] = model_spec(OmegaConf.to_container(OmegaConf.load(path), resolve=True),
                                      f"benchmark.roles.{role}={option}")
     return roles

@@ -21,8 +21,9 @@ from prefray.benchmarks.benchpres.tables import (completeness_scores, decisions,
                                                  unmapped_contexts)
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
-from prefray.engine.results.plots import ScatterSpec
-from prefray.engine.prompts import check_prompt_overrides, read_prompt
+from prefray.engine.results.plots import CellsSpec, ScatterSpec
+from prefray.benchmarks.benchpres.templates import fill, template_problems
+from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
@@ -32,30 +33,56 @@ PROMPTS = Path(__file__).parent / "prompts"
 def judge_messages(preference: str, response: str,
                    settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The preference judge's request: is this one preference reflected in the response?"""
-    template = read_prompt(PROMPTS, "judge", settings)
-    return ({"role": "user", "content": template.format(preference=preference, response=response)},)
+    return ({"role": "user", "content": fill("judge", settings, preference=preference, response=response)},)
 
 
 def completeness_messages(recipient: str, task: str, response: str,
                           settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
     """The completeness judge's request: how well does the response do the task (1–5)?"""
-    template = read_prompt(PROMPTS, "completeness", settings)
-    content = template.format(recipient=recipient, task=task, response=response)
-    return ({"role": "user", "content": content},)
+    return ({"role": "user", "content": fill("completeness", settings, recipient=recipient, task=task,
+                                             response=response)},)
+
+
+# Figure 4: the variants that differ only in reasoning (non-reasoning first), per family; the
+# paper draws the Qwen3 and K-EXAONE pairs (its IFBench bars come from outside the benchmark).
+REASONING_PAIRS = (("Qwen3 235B A22B 2507", "qwen3-235b-a22b-instruct", "qwen3-235b-a22b-thinking"),
+                   ("K-EXAONE-236B-A23B", "k-exaone-236b-a23b-non-reasoning", "k-exaone-236b-a23b-reasoning"),
+                   ("GPT-5.2", "gpt-5.2", "gpt-5.2-reasoning"))
+
+
+def reasoning_figures() -> list[CellsSpec]:
+    """Figure 4 per pair (MR and AAR, non-reasoning against reasoning, default condition) and Figure 5
+    per pair (MR and AAR of each variant under default and defense)."""
+    figures = []
+    for family, plain, reasoning in REASONING_PAIRS:
+        figures.append(CellsSpec(("MR", "AAR"), ((plain, "default"), (reasoning, "default")),
+                                 title=f"BenchPreS Fig. 4: reasoning off / on — {family}",
+                                 name=f"fig4_reasoning__{plain}", percent=True))
+        figures.append(CellsSpec(("MR", "AAR"), ((plain, "default"), (plain, "defense"), (reasoning, "default"),
+                                                 (reasoning, "defense")),
+                                 title=f"BenchPreS Fig. 5: defense effect per variant — {family}",
+                                 name=f"fig5_defense__{plain}", percent=True))
+    return figures
 
 
 class BenchPreS:
     name = "benchpres"
     # The paper's main figure (Figure 1): AAR against MR per model × condition, the ideal point at
     # MR 0, AAR 1, and the y = x line where a model applies preferences regardless of context.
-    figures = [ScatterSpec(x="MR", y="AAR", title="BenchPreS: AAR against MR", diagonal=True, ideal=(0.0, 1.0))]
+    # Figures 4 and 5 (below) are drawn when the run has their models and conditions. The paper
+    # plots percentages; metrics.csv keeps rates in 0–1.
+    figures = [ScatterSpec(x="MR", y="AAR", title="BenchPreS: AAR against MR", diagonal=True, ideal=(0.0, 1.0),
+                           percent=True), *reasoning_figures()]
     # Paired differences on the same profiles (defense − default; preferences − none for completeness).
     comparisons = [Comparison("condition", "defense", "default"), Comparison("condition", "default", "no_preferences"),
                    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2"),
-                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct")]
+                   Comparison("model", "qwen3-235b-a22b-thinking", "qwen3-235b-a22b-instruct"),
+                   Comparison("model", "k-exaone-236b-a23b-reasoning", "k-exaone-236b-a23b-non-reasoning")]
 
     def load(self, job: Job) -> Sequence[Instance]:
         problems = check_prompt_overrides(PROMPTS, job.settings)
+        if not problems:  # every template's placeholders, before anything is loaded or sent
+            problems = template_problems(job.settings)
         if problems:
             raise DataError("; ".join(problems))
         memory_layout(job.settings)

@@ -30,7 +30,8 @@ import yaml
 from prefray.benchmarks.benchpres.categories import CATEGORIES
 from prefray.benchmarks.benchpres.data import Instance, Preference, instance_id
 from prefray.benchmarks.benchpres.render import (EVERY, bio_statements, context_key, interleave, memory_layout,
-                                                 normalize_context_key, render_memory, render_prompt, task_template)
+                                                 memory_item_template, normalize_context_key, render_memory,
+                                                 render_prompt, task_template)
 from prefray.benchmarks.benchpres.scoring import nickname_of
 from prefray.engine.benchmark import DataError
 
@@ -182,7 +183,7 @@ def cimemories_instances(profiles_path: str | None, preferences_path: str | None
                         "data.preferences (YAML/JSON preference file)")
     ppath, fpath = Path(profiles_path), Path(preferences_path)
     layout = memory_layout(settings)
-    template = task_template(layout, settings)
+    template, item = task_template(layout, settings), memory_item_template(settings)
     profiles, wanted = read_profiles(ppath), read_preferences(fpath)
     domains, aliases, found, instances, unmapped = known_domains(), context_aliases(), set(), [], []
     for row, profile in enumerate(profiles, start=1):
@@ -197,7 +198,7 @@ def cimemories_instances(profiles_path: str | None, preferences_path: str | None
             raise DataError(f"{where}: field 'information_attributes' has {len(memories)} statements; "
                             f"{EVERY * len(prefs)} are needed to interleave the preferences")
         lines = interleave(memories, [s for _, s, _ in prefs])
-        memory = render_memory(bio_statements(bio, layout) + lines if layout == "tagged" else lines)
+        memory = render_memory(bio_statements(bio, layout) + lines if layout == "tagged" else lines, item)
         by_key = {canonical(context_key(c["recipient"].strip(), c["task"].strip()), aliases): c for c in contexts}
         unknown = sorted(set(prefs[0][2]) - set(by_key))
         if unknown:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.benchmarks.benchpres.data import Instance
-from prefray.benchmarks.benchpres.render import one_line
+from prefray.benchmarks.benchpres.render import memory_item_template, one_line
 from prefray.engine.benchmark import DataError
 from prefray.engine.prompts import read_prompt
 
@@ -26,26 +26,40 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*")
 MEMORY_MODES = ("full", "without_preferences")
 
 
-def _statement_of(line: str) -> str:
-    return _BULLET.sub("", line, count=1).strip()
+def item_pattern(item: str) -> re.Pattern | None:
+    """A memory line rendered from the item template (its {statement} captured, {number} any
+    number), or None when the template has no {statement} on one line."""
+    line = next((ln for ln in item.split("\n") if "{statement}" in ln), None)
+    if line is None:
+        return None
+    parts = re.split(r"(\{statement\}|\{number\})", line.replace("{{", "{").replace("}}", "}"))
+    pattern = "".join("(?P<statement>.*?)" if part == "{statement}" else r"\d+" if part == "{number}"
+                      else re.escape(part) for part in parts)
+    return re.compile(rf"^\s*{pattern}\s*$")
 
 
-def without_preferences(prompt: str, statements: list[str], where: str) -> str:
+def _statement_of(line: str, item: re.Pattern | None = None) -> str:
+    found = item.match(line) if item is not None else None
+    return found.group("statement").strip() if found else _BULLET.sub("", line, count=1).strip()
+
+
+def without_preferences(prompt: str, statements: list[str], where: str, item: re.Pattern | None = None) -> str:
     """The prompt with every memory line that is exactly a preference statement removed.
 
     Only the <memory>…</memory> block is searched when the prompt has one (else the whole
-    prompt). A line matches when, bullet ("- ", "* ", "3.") and surrounding spaces removed, it
-    equals the statement. A statement with no such line is an error: the baseline would be wrong.
+    prompt). A line matches when, read through the memory item template (`item`: its text around
+    {statement}, any {number}) or else with a bullet ("- ", "* ", "3.") and surrounding spaces
+    removed, it equals the statement. A statement with no such line is an error: the baseline would be wrong.
     """
     block = _MEMORY_BLOCK.search(prompt)
     start, end = block.span(1) if block else (0, len(prompt))
     lines = prompt[start:end].split("\n")
     wanted = {one_line(s) for s in statements}
-    missing = sorted(wanted - {_statement_of(line) for line in lines})
+    missing = sorted(wanted - {_statement_of(line, item) for line in lines})
     if missing:
         raise DataError(f"{where}: field 'prompt': preference statement {missing[0]!r} is not a line of "
                         "the memory block, so the no_preferences prompt cannot be built")
-    kept = [line for line in lines if _statement_of(line) not in wanted]
+    kept = [line for line in lines if _statement_of(line, item) not in wanted]
     return prompt[:start] + "\n".join(kept) + prompt[end:]
 
 
@@ -63,11 +77,12 @@ def apply_condition(instances: list[Instance], settings: dict[str, Any],
     if memory not in MEMORY_MODES:
         raise DataError(f"condition.memory: unknown value {memory!r} ({' | '.join(MEMORY_MODES)})")
     instruction = settings.get("instruction")
+    item = item_pattern(memory_item_template(benchmark_settings)) if memory == "without_preferences" else None
     out = []
     for inst in instances:
         prompt = inst.prompt
         if memory == "without_preferences":
-            prompt = without_preferences(prompt, [p.statement for p in inst.preferences], inst.source)
+            prompt = without_preferences(prompt, [p.statement for p in inst.preferences], inst.source, item)
         if instruction:
             prompt = with_instruction(prompt, str(instruction), benchmark_settings)
         out.append(replace(inst, prompt=prompt))

@@ -2,8 +2,8 @@
 
 Two memory layouts (`benchmark.memory_layout`, README "Memory layout"):
   knowledge  (default) the layout of the paper's source: a headed block of the user's memories
-             gathered from earlier conversations, one "- " statement per line, then the request
-             (prompts/task_knowledge.txt). The bio is not added: CIMemories profiles already hold
+             gathered from earlier conversations, one statement per item (prompts/memory_item.txt,
+             "- {statement}"), then the request (prompts/task_knowledge.txt). The bio is not added: CIMemories profiles already hold
              it as memory statements; the sample's bio becomes its first memory statements.
   tagged     the earlier prefray layout: third-person bio sentences, then the statements, inside
              <memory>…</memory> (prompts/task_tagged.txt).
@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from prefray.benchmarks.benchpres.templates import fill_text
 from prefray.engine.benchmark import DataError
 from prefray.engine.prompts import read_prompt
 
@@ -73,9 +74,19 @@ def bio_statements(bio: Mapping[str, Any], layout: str) -> list[str]:
     return lines
 
 
-def render_memory(statements: list[str]) -> str:
-    """The memory lines, each on one line and prefixed with "- "."""
-    return "\n".join(f"- {one_line(line)}" for line in statements)
+def memory_item_template(settings: Mapping[str, Any] | None = None) -> str:
+    """One memory item (prompts/memory_item.txt, or its `benchmark.prompts` override), without the
+    file's final line break."""
+    text = read_prompt(PROMPTS, "memory_item", settings)
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+
+
+def render_memory(statements: list[str], item: str | None = None) -> str:
+    """The memory block: each statement (on one line) in the item template, {number} counting from
+    1, the items joined by a line break. The default item is "- {statement}"."""
+    item = memory_item_template() if item is None else item
+    return "\n".join(fill_text(item, statement=one_line(line), number=str(n))
+                     for n, line in enumerate(statements, start=1))
 
 
 def interleave(memories: list[str], preferences: list[str]) -> list[str]:
@@ -90,4 +101,4 @@ def interleave(memories: list[str], preferences: list[str]) -> list[str]:
 
 def render_prompt(memory: str, recipient: str, task: str, template: str) -> str:
     """The full task prompt: the memory block, then the recipient and task."""
-    return template.format(memory=memory, recipient=one_line(recipient), task=one_line(task))
+    return fill_text(template, memory=memory, recipient=one_line(recipient), task=one_line(task))

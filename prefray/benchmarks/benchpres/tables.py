@@ -4,8 +4,10 @@ Per generation (model × condition × instance × sample), by its failure class:
   answered       judged as given (empty or truncated text included): the judge's verdicts, the
                  nickname by exact match (decided when the answer arrived and stored in the generation
                  row's parsed_json; its matched span kept as `evidence`), the completeness score;
-  model_failure  the provider refused the prompt as longer than the model's context: scored as an
-                 empty message (README, "Failure policy"): every preference z=0, completeness 1;
+  model_failure  the provider refused the prompt as longer than the model's context: no message,
+                 so nothing to judge: one null decision per preference, flagged `model_failure`
+                 (left out of MR and AAR and counted, never a correct suppression), completeness 1
+                 (the scale's floor, "does not address the task");
   no_answer      no answer at all: one null decision per preference and a null score (excluded).
 A judge answer still unreadable after its retry (judge_failure) or never received (no_answer) is a
 null verdict or score. Nothing is dropped: every null is counted in `excluded`, every class in the
@@ -233,8 +235,8 @@ def _recomputed_spans(part: pa.Table, meta_ids: np.ndarray, prefs: _Preferences,
 
 def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
     """Decisions from the generation rows, per judge of the cell: an answer's nickname preferences
-    (the exact match, its span as evidence), every preference of a failed generation (z=0 for a
-    model failure, null for no answer); `_position` is the row each came from."""
+    (the exact match, its span as evidence), every preference of a failed generation (null, with
+    `model_failure` set for a model failure); `_position` is the row each came from."""
     positions, part = _rows_at(rows, ("generate",), GENERATION_COLUMNS)
     meta_ids, metas = generation_metas(rows)
     prefs = _preferences(metas)
@@ -249,13 +251,13 @@ def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
     spans = _nickname_spans(part, meta_ids, prefs, source[decided], prefs.index[entry[decided]])
     evidence = pa.nulls(len(owner), pa.string()) if not decided.any() else spans.take(
         pa.array(np.cumsum(decided) - 1, mask=~decided))
-    z = pc.if_else(pa.array(decided), pc.is_valid(evidence),
-                   pc.if_else(pa.array(model_failure[source]), False, pa.scalar(None, pa.bool_())))
+    z = pc.if_else(pa.array(decided), pc.is_valid(evidence), pa.scalar(None, pa.bool_()))
     taken, pref = part.take(pa.array(source)), prefs.table.take(pa.array(entry))
     return pa.table({
         "model": taken["model"], "condition": taken["condition"], "judge": judge.take(pa.array(owner)),
         "instance_id": taken["instance_id"], "sample": taken["sample"], "item": pref["item"],
         "category": pref["category"], "domain": pref["domain"], "g": pref["g"], "z": z, "evidence": evidence,
+        "model_failure": pa.array(model_failure[source]),
         "_position": positions.take(pa.array(source)).cast(pa.int64()),
     })
 
@@ -317,6 +319,7 @@ def _judge_decisions(rows: pa.Table) -> pa.Table:
         "instance_id": part["instance_id"], "sample": part["sample"], "item": part["item"],
         "category": meta["category"], "domain": meta["domain"], "g": meta["g"],
         "z": verdicts["applied"], "evidence": verdicts["rationale"],
+        "model_failure": pa.array(np.zeros(part.num_rows, dtype=bool)),
         "_position": positions.cast(pa.int64()),
     })
 

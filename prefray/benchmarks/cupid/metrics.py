@@ -1,12 +1,21 @@
 """CUPID metrics: pure functions over the stored rows (SHARD_SCHEMA) of every model × condition.
 
-Inference, per instance: the matcher rates each of the k inferred checklist items against the true
-preference (precision) and each of the t true items against the inferred preference (recall) as
-1 / 0.5 / 0. Micro-averaged over scored instances, as the reference evaluation aggregates:
-    precision = Σ rated inferred items / Σ k      recall = Σ rated true items / Σ t
-    F1 = 2PR / (P + R)   (0 when P + R = 0)
-An empty inferred checklist (k = 0) is scored without a matcher call: 0 of 0 inferred items and
-0 of t true items. Precision is 0 when instances were scored but Σ k = 0; NaN only when none were.
+Inference, per instance i (paper §2.3): the matcher rates each of the k_i inferred checklist items
+against the true preference and each of the t_i true items against the inferred preference as
+1 / 0.5 / 0, and
+    P_i = Σ ratings of inferred items / k_i      R_i = Σ ratings of true items / t_i
+    F1_i = 2 P_i R_i / (P_i + R_i)   (0 when P_i + R_i = 0)
+The headline `precision`, `recall`, `F1` are the means of P_i, R_i, F1_i over the counted instances
+(Table 1: "averaged across all instances"). An instance whose inferred checklist is empty (k_i = 0,
+also a model failure, which counts as an empty checklist) has P_i = 0 and needs no matcher call:
+inferring nothing never raises the mean. `n` = the instances averaged (scored + model failures).
+The reference code's pooled ratios are kept beside them under names that say so:
+    precision_pooled = Σ_i ratings of inferred items / Σ_i k_i   (n = instances with k_i > 0)
+    recall_pooled    = Σ_i ratings of true items / Σ_i t_i        (n = instances with t_i > 0)
+    F1_pooled        = 2 P R / (P + R) of the two                  (n = instances in either pool)
+An instance that adds no item to a pool (an empty inferred checklist, a model failure) is not
+averaged there: it is left out of that metric's `n` and counted in its `excluded`; a pool with no
+item is NaN, and so is F1_pooled then.
 Generation: `alignment` = mean judge score over scored instances.
 
 Failures follow `prefray.engine.failures`. Each instance of a task ends in one outcome:
@@ -90,20 +99,41 @@ def _count(mask: np.ndarray) -> int:
     return int(np.count_nonzero(mask))
 
 
+def instance_ratios(hits: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Σ ratings ÷ items per instance; 0 for an instance with no item."""
+    hits, items = hits.astype(np.float64), items.astype(np.float64)
+    return np.divide(hits, items, out=np.zeros(len(hits)), where=items > 0)
+
+
+def instance_f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
+    total = precision + recall
+    return np.divide(2 * precision * recall, total, out=np.zeros(len(total)), where=total > 0)
+
+
+def _mean(values: np.ndarray) -> float:
+    return sequential_sum(values) / len(values) if len(values) else math.nan
+
+
 def inference_metrics(part: Part) -> list[dict[str, Any]]:
-    """precision, recall, F1 overall and per instance type; the mismatch and failure counts overall."""
+    """precision, recall, F1 (per-instance means) and their pooled variants, overall and per instance
+    type; the mismatch and failure counts overall."""
     out = []
     for key, mask in slices(part):
         outcome = part["outcome"][mask]
         counted = mask & (part["outcome"] != JUDGE_FAILURE) & (part["outcome"] != NO_ANSWER)
         scored, attempted = _count(counted), len(outcome)
-        n_inferred, n_true = int(part["n_inferred"][counted].sum()), int(part["n_true"][counted].sum())
-        hit_inferred = sequential_sum(part["hit_inferred"][counted])
-        hit_true = sequential_sum(part["hit_true"][counted])
-        p = math.nan if not scored else (hit_inferred / n_inferred if n_inferred else 0.0)
-        r = math.nan if not scored else (hit_true / n_true if n_true else 0.0)
-        for name, value in (("precision", p), ("recall", r), ("F1", f1(p, r))):
-            out.append({"metric": name + _suffix(key), "value": value, "n": scored, "excluded": attempted - scored})
+        k, t = part["n_inferred"][counted], part["n_true"][counted]
+        hit_inferred, hit_true = part["hit_inferred"][counted], part["hit_true"][counted]
+        p_i, r_i = instance_ratios(hit_inferred, k), instance_ratios(hit_true, t)
+        for name, values in (("precision", p_i), ("recall", r_i), ("F1", instance_f1(p_i, r_i))):
+            out.append({"metric": name + _suffix(key), "value": _mean(values), "n": scored,
+                        "excluded": attempted - scored})
+        n_k, n_t, n_any = _count(k > 0), _count(t > 0), _count((k > 0) | (t > 0))
+        p = sequential_sum(hit_inferred) / int(k.sum()) if n_k else math.nan
+        r = sequential_sum(hit_true) / int(t.sum()) if n_t else math.nan
+        for name, value, n in (("precision_pooled", p, n_k), ("recall_pooled", r, n_t),
+                               ("F1_pooled", f1(p, r), n_any)):
+            out.append({"metric": name + _suffix(key), "value": value, "n": n, "excluded": attempted - n})
         if not key:
             out.append({"metric": "matcher_length_mismatch", "value": float(_count(part["mismatched"])),
                         "n": attempted})

@@ -48,7 +48,12 @@ def match_schema(n_items: int) -> dict[str, Any]:
 
 
 # -- parsers ---------------------------------------------------------------------------------
-_TAGGED = re.compile(r"<preference>(?P<body>.*?)(?:</preference>|$)", re.IGNORECASE | re.DOTALL)
+# A section runs from the last opening tag before a closing tag (an earlier "<preference>" is a
+# mention of the tag: "…in <preference> tags.\n<preference>Use tables.</preference>").
+_OPENING = r"<\s*preference\s*>"
+_TAGGED = re.compile(rf"{_OPENING}(?P<body>(?:(?!{_OPENING}).)*?)<\s*/\s*preference\s*>", re.IGNORECASE | re.DOTALL)
+# Without any closed section (the closing tag forgotten or mistyped): what follows each opening tag.
+_UNCLOSED = re.compile(rf"{_OPENING}(?P<body>(?:(?!{_OPENING}).)*)", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s*|[*_]{2})?\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
                       r"preference\s*:?\s*[*_]{0,2}\s*:?\s*$", re.IGNORECASE)
 _LABELLED = re.compile(r"^\s*[>*_#-]*\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
@@ -67,7 +72,8 @@ def _clean(text: str) -> str:
 def _candidates(text: str) -> list[str]:
     """Every place an answer may hold its preference, in the order of preference of the forms:
     tagged sections, then headings and labelled lines, then inline labels (each form in answer order)."""
-    tagged = [m.group("body").strip().split("\n\n")[0] for m in _TAGGED.finditer(text)]
+    tagged = [m.group("body").strip().split("\n\n")[0]
+              for m in (list(_TAGGED.finditer(text)) or _UNCLOSED.finditer(text))]
     lines = text.splitlines()
     marked = []
     for index, line in enumerate(lines):
@@ -83,7 +89,9 @@ def _candidates(text: str) -> list[str]:
 
 
 def parse_preference(text: str) -> dict[str, str]:
-    """The inferred preference: the last <preference>…</preference> section; else the last
+    """The inferred preference: the last <preference>…</preference> section (an opening tag that
+    is only mentioned before it is not part of it; without any closing tag, the last non-empty text
+    after an opening tag); else the last
     "Preference: …" line, "**Preference:** …", "- Preference - …" or the sentence under a
     "### Most Likely Preference" heading; as a last resort the last inline "Preference:" label.
     Whitespace is collapsed. A section that only repeats a template's placeholder is refused."""
@@ -106,6 +114,19 @@ def _json_object(text: str) -> Any:
         except json.JSONDecodeError:
             start = text.find("{", start + 1)
     return None
+
+
+def _json_list(text: str) -> list | None:
+    """A JSON list of objects that opens the answer (bare or fenced), or None."""
+    start = text.find("[")
+    opening = text[:start].strip().lower().removeprefix("```json").removeprefix("```").strip()
+    if start == -1 or opening:
+        return None
+    try:
+        value = json.JSONDecoder().raw_decode(text[start:])[0]
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) else None
 
 
 def parse_checklist(text: str) -> dict[str, list[str]]:
@@ -131,9 +152,12 @@ def coverage_score(label: Any) -> float:
 
 
 def parse_match(text: str) -> dict[str, list[float]]:
-    """{"scores": [...]}, one per result in answer order. Its length is checked by the metrics."""
+    """{"scores": [...]}, one per result in answer order. Its length is checked by the metrics.
+    The results are read from {"results": [...]}, or from a bare JSON list of results."""
     value = _json_object(text)
     results = value.get("results") if isinstance(value, dict) else None
+    if results is None:
+        results = _json_list(text)
     if not isinstance(results, list):
         raise ParseError(f"no JSON results list in {text[:80]!r}")
     scores = []
@@ -145,10 +169,26 @@ def parse_match(text: str) -> dict[str, list[float]]:
 
 
 _NUMBER = r"(?P<number>[-−+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
-_SCORE_LABEL = re.compile(rf"\bscore(?:\s+(?:of|is))?\W{{0,30}}?{_NUMBER}", re.IGNORECASE)
+_SCALE = r"(?:\s*\([^()\n]{0,20}\))?"  # "Score (1-10): 7": the scale in brackets is not the score
+# A score stated as the verdict: "Score: 7", "**Score:** 7", "Final score = 7", "The score is 7", "Score - 7".
+_SCORE_LABEL = re.compile(rf"\bscore{_SCALE}\s*[*_]*\s*(?:[:=]|[-–—](?=\W{{0,6}}\d)|\bis\b)\W{{0,10}}?{_NUMBER}",
+                          re.IGNORECASE)
+# A heading that names the score, the number alone at the start of the next non-empty line:
+# "### Evaluation Score\n\n7", "**Score**\n8/10".
+_SCORE_HEADING = re.compile(rf"^[ \t#>*_]*(?:[^\W\d][\w ]{{0,30}}\s)?score{_SCALE}\s*[*_:]*[ \t]*\n(?:[ \t]*\n)*"
+                            rf"[ \t>*_]*{_NUMBER}", re.IGNORECASE | re.MULTILINE)
+# A score mentioned in prose: "I give it a score of 8".
+_SCORE_PROSE = re.compile(rf"\bscore\s+of\s+[*_]*{_NUMBER}", re.IGNORECASE)
 _OUT_OF_TEN = re.compile(rf"(?<![\w.\-–]){_NUMBER}[*_]*\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
 _RANGE_AFTER = re.compile(r"\s*(?:-|–|—|to)\s*\d", re.IGNORECASE)
 _BARE = re.compile(rf"^{_NUMBER}(?:[*_]*\s*(?:/|out\s+of)\s*10)?$", re.IGNORECASE)
+# A score named only as what the answer would have needed: "A score of 10 would need …", "a 10/10
+# requires …", "To reach a score of 9 …", "a higher score of 8 …".
+_HYPOTHETICAL_AFTER = re.compile(r"[*_]*(?:\s*(?:/|out\s+of)\s*10)?[*_]*\s*,?\s*(?:\w+\s+){0,2}?"
+                                 r"(?:would|could|should|might|requires?|needs?|demands?|calls?\s+for|"
+                                 r"is\s+(?:reserved|kept|meant)|means?|goes?\s+to)\b", re.IGNORECASE)
+_HYPOTHETICAL_BEFORE = re.compile(r"(?:\b(?:reach|achieve|justify)\s+|"
+                                  r"\b(?:higher|lower|perfect|full|maximum|top|better)\s+)$", re.IGNORECASE)
 
 
 def _number(token: str) -> float:
@@ -169,25 +209,48 @@ def _score_value(value: Any) -> float | None:
     return None
 
 
+def _hypothetical(text: str, match: re.Match) -> bool:
+    """Whether a number is named as what a better (or worse) answer would get, not as the verdict."""
+    before = text[max(0, match.start() - 30):match.start()]
+    before = re.sub(r"\b(?:a|an|the)\s+$", "", before, flags=re.IGNORECASE)
+    return bool(_HYPOTHETICAL_AFTER.match(text, match.end()) or _HYPOTHETICAL_BEFORE.search(before))
+
+
+def _one(text: str, match: re.Match) -> float:
+    if _RANGE_AFTER.match(text, match.end()):
+        raise ParseError(f"the score is a range, not one number: {text[match.start():][:40]!r}")
+    return _number(match.group("number"))
+
+
 def parse_score(text: str) -> dict[str, float]:
     """The judge's 1–10 score, kept exact: "8.5" → 8.5, "7/10" → 7, "**7**/10" → 7, "Score: 9" → 9.
 
-    Read from the JSON answer if there is one, else the last "score … N" label (a heading such as
-    "### Evaluation Score" followed by the number counts), else a whole answer that is just a
-    number, else the last "N/10" or "N out of 10". Anything else is a ParseError, and so is a value
-    outside 1–10 (a sign is read: "Score: -3" is -3, refused), a number in exponent notation, or a
-    range ("Score: 3-4").
+    Read, in this order: from the JSON answer if there is one; else the last score stated as a
+    verdict ("Score: 7", "The score is 7", a "### Evaluation Score" heading with the number on the
+    next line); else a whole answer that is just a number; else the last "N/10" or "N out of 10";
+    else "a score of N" in prose when every such mention names the same N. A number named only as
+    what another answer would get ("A score of 10 would need …", "to reach a score of 9", "a 10/10
+    requires …") is never the score. Anything else is a ParseError, and so is a value outside 1–10
+    (a sign is read: "Score: -3" is -3, refused), a number in exponent notation, a range
+    ("Score: 3-4"), or prose mentions that disagree.
     """
     value = _json_object(text)
     score = _score_value(value.get("score")) if isinstance(value, dict) else None
     if score is None:
-        labelled = list(_SCORE_LABEL.finditer(text))
-        if labelled and _RANGE_AFTER.match(text, labelled[-1].end()):
-            raise ParseError(f"the score is a range, not one number: {text[labelled[-1].start():][:40]!r}")
-        out_of_ten = [m.group("number") for m in _OUT_OF_TEN.finditer(text)]
-        bare = _score_value(text)
-        score = (_number(labelled[-1].group("number")) if labelled else bare if bare is not None
-                 else _number(out_of_ten[-1]) if out_of_ten else None)
+        verdicts = sorted([*_SCORE_LABEL.finditer(text), *_SCORE_HEADING.finditer(text)], key=lambda m: m.end())
+        out_of_ten = [m for m in _OUT_OF_TEN.finditer(text) if not _hypothetical(text, m)]
+        prose = [m for m in _SCORE_PROSE.finditer(text) if not _hypothetical(text, m)]
+        if verdicts:
+            score = _one(text, verdicts[-1])
+        elif (bare := _score_value(text)) is not None:
+            score = bare
+        elif out_of_ten:
+            score = _number(out_of_ten[-1].group("number"))
+        elif prose:
+            named = {_one(text, m) for m in prose}
+            if len(named) > 1:
+                raise ParseError(f"the answer names several scores ({', '.join(f'{v:g}' for v in sorted(named))})")
+            score = named.pop()
     if score is None:
         raise ParseError(f"no score in {text[:80]!r}")
     if not 1.0 <= score <= 10.0:

@@ -1,10 +1,12 @@
 """CUPID per-unit scores for confidence intervals: the persona is the independent unit.
 
-Precision and recall are micro-averaged (Σ rated items ÷ Σ items), so an instance contributes its k
-inferred items (each carrying the instance's mean rating) to precision and its t true items to
-recall: the cluster bootstrap's Σ sums ÷ Σ sizes then recomputes exactly the reported ratio. An
-instance scored as a model failure contributes its zeros; excluded instances contribute nothing.
-`alignment` has one unit per scored instance. F1 is not a mean of units and gets no interval.
+`precision`, `recall` and `F1` are means of per-instance values (see `metrics`): one unit per counted
+instance (scored or model failure), carrying its P_i, R_i, F1_i. The pooled ratios (Σ rated items ÷
+Σ items) get item units instead: an instance contributes its k inferred items (each carrying the
+instance's mean rating) to `precision_pooled` and its t true items to `recall_pooled`, so the cluster
+bootstrap's Σ sums ÷ Σ sizes recomputes exactly the reported ratio. Excluded instances contribute
+nothing. `alignment` has one unit per scored instance. `F1_pooled` is not a mean of units and gets
+no interval.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from prefray.benchmarks.cupid.metrics import instance_f1, instance_ratios
 from prefray.benchmarks.cupid.outcomes import MODEL_FAILURE, SCORED, instance_outcomes
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
-METRICS = ("precision", "recall", "alignment")
+METRICS = ("precision_pooled", "recall_pooled", "alignment", "precision", "recall", "F1")
 
 
 def persona_of(instance_id: str) -> str:
@@ -24,20 +27,19 @@ def persona_of(instance_id: str) -> str:
     return instance_id.split("|", 1)[0]
 
 
-def _ratio(hits: np.ndarray, items: np.ndarray) -> np.ndarray:
-    return np.divide(hits, items, out=np.zeros(len(hits)), where=items > 0)
-
-
 def inference_units(inference: pa.Table) -> pa.Table:
-    """Per counted instance, in order: its k precision units, then its t recall units."""
+    """Per counted instance, in order: its k precision_pooled units, its t recall_pooled units, then
+    one unit each of precision, recall and F1."""
     counted = pc.is_in(inference["outcome"], pa.array([SCORED, MODEL_FAILURE], pa.int8()))
     part = inference.filter(counted)
     column = lambda name: np.asarray(part[name].to_numpy())  # noqa: E731
-    items = np.stack([column("n_inferred"), column("n_true")], axis=1).ravel()
-    values = np.stack([_ratio(column("hit_inferred"), column("n_inferred")),
-                       _ratio(column("hit_true"), column("n_true"))], axis=1).ravel()
-    instance = np.repeat(np.arange(part.num_rows), 2)
-    metric = np.tile(np.array([0, 1], np.int8), part.num_rows)
+    precision = instance_ratios(column("hit_inferred"), column("n_inferred"))
+    recall = instance_ratios(column("hit_true"), column("n_true"))
+    ones = np.ones(part.num_rows, np.int64)
+    items = np.stack([column("n_inferred"), column("n_true"), ones, ones, ones], axis=1).ravel()
+    values = np.stack([precision, recall, precision, recall, instance_f1(precision, recall)], axis=1).ravel()
+    instance = np.repeat(np.arange(part.num_rows), 5)
+    metric = np.tile(np.array([0, 1, 3, 4, 5], np.int8), part.num_rows)
     picks = pa.array(np.repeat(instance, items), pa.int64())
     return pa.table({"cell": part["cell"].take(picks), "metric": pa.array(np.repeat(metric, items)),
                      "cluster": part["persona"].take(picks), "value": pa.array(np.repeat(values, items))})

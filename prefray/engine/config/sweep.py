@@ -4,6 +4,8 @@
 all): for `model` and `judge`, options that prefray serves itself (`serve: fakellm` test doubles,
 `serve: embedded` plumbing model) are left out of `all` and stay selectable by name.
 `group=a,b` and `group=glob(...)` work as in Hydra (a glob matches every option).
+`model=paper` stands, per benchmark, for the models its paper evaluated with the paper's settings
+(`paper_models` in the benchmark's config); it may be mixed with named models (`model=paper,fake`).
 
 Conditions belong to benchmarks: `condition=all` means every condition each selected benchmark
 defines, and with no `benchmark=` it selects every benchmark that defines one of the chosen
@@ -29,6 +31,7 @@ from omegaconf import OmegaConf
 GROUPS = ("benchmark", "model", "condition", "judge")
 # Groups whose `all` leaves out the options prefray serves itself.
 EVALUATED_GROUPS = ("model", "judge")
+PAPER = "paper"  # model=paper: each benchmark's own lineup
 
 
 class SweepError(Exception):
@@ -96,6 +99,17 @@ def paper_judge(conf_dir: Path, benchmark: str) -> str | None:
     return None if value is None else str(value)
 
 
+def paper_models(conf_dir: Path, benchmark: str) -> list[str]:
+    """The model options of a benchmark's paper lineup (`paper_models` in its config)."""
+    value = OmegaConf.load(conf_dir / "benchmark" / f"{benchmark}.yaml").get("paper_models")
+    if not value:
+        raise SweepError(f"model=paper: benchmark={benchmark} names no paper lineup (paper_models in "
+                         f"conf/benchmark/{benchmark}.yaml); name its models with model=NAME")
+    models = [str(m) for m in value]
+    _check_options("model", models, group_options(conf_dir, "model"))
+    return models
+
+
 def default_judge(conf_dir: Path, benchmark: str, model: str) -> str:
     """The judge of a job that names none (see the module docstring)."""
     if served_by_prefray(conf_dir, "model", model) and model in group_options(conf_dir, "judge"):
@@ -159,14 +173,14 @@ def _parse(overrides: list[str], conf_dir: Path, multirun: bool) -> _Selection:
         if key in GROUPS and not (override.is_add() or override.is_delete()):
             options = group_options(conf_dir, key)
             values = _values(override, options, all_options(conf_dir, key))
-            _check_options(key, values, options)
+            _check_options(key, values, options + ([PAPER] if key == "model" else []))
             if not values:
                 raise SweepError(f"{override.input_line} selects no {key}")
             selection.chosen[key] = values
             selection.explicit.add(key)
             if key == "condition":
                 selection.wildcard_condition = str(override.value()) == "all" or isinstance(override.value(), Glob)
-            sweeping = len(values) > 1 or override.is_sweep_override() or override.value() == "all"
+            sweeping = len(values) > 1 or override.is_sweep_override() or override.value() in ("all", PAPER)
         else:
             values = _values(override, None)
             selection.others.append([f"{override.get_key_element()}={v}" for v in values])
@@ -197,7 +211,9 @@ def _pair(conf_dir: Path, selection: _Selection) -> list[JobChoice]:
         defined, default = benchmark_conditions(conf_dir, benchmark)
         conditions = [c for c in chosen["condition"] if c in defined] if explicit_condition else [default]
         unused -= set(conditions)
-        for condition, model, rest in itertools.product(conditions, chosen["model"],
+        models = [m for chosen_model in chosen["model"]
+                  for m in (paper_models(conf_dir, benchmark) if chosen_model == PAPER else [chosen_model])]
+        for condition, model, rest in itertools.product(conditions, list(dict.fromkeys(models)),
                                                         itertools.product(*selection.others)):
             judges = chosen["judge"] if "judge" in explicit else [default_judge(conf_dir, benchmark, model)]
             jobs.extend(JobChoice(benchmark, model, condition, judge, tuple(rest)) for judge in judges)

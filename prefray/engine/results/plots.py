@@ -9,6 +9,10 @@
 - Metric groups a benchmark declares (`MetricsSpec(("precision", "recall", "F1"), "instance_type")`):
   the metrics side by side per slice of one dimension ("all" = the headline value), one figure per
   model × condition (× judge).
+- Cells a benchmark declares (`CellsSpec(("MR", "AAR"), cells=((model, condition), …))`): the
+  metrics side by side for named model × condition cells, e.g. a model's reasoning and non-reasoning
+  variants, one figure per judge, drawn only when the run has every cell.
+- `percent=True` on a spec draws rates on a 0–100 scale, as a paper that plots percentages does.
 - A benchmark's `condition_order` (e.g. PRISK's factorial: base, profile, retrieval,
   profile_retrieval) orders the condition bars; conditions it does not list follow by name.
 
@@ -52,6 +56,7 @@ class ScatterSpec:
     title: str = ""
     diagonal: bool = False
     ideal: tuple[float, float] | None = None
+    percent: bool = False  # rates drawn ×100
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,23 @@ class MetricsSpec:
     dimension: str
     title: str = ""
     slices: tuple[str, ...] = ()  # the slices' order after "all" (others follow by name)
+
+
+@dataclass(frozen=True)
+class CellsSpec:
+    """`metrics` side by side (the x axis) for the model × condition `cells` (the bars, in order),
+    one figure per judge that scored every cell; no figure when a cell is missing from the run."""
+
+    metrics: tuple[str, ...]
+    cells: tuple[tuple[str, str], ...]
+    title: str
+    name: str
+    percent: bool = False  # rates drawn ×100
+
+
+def as_percent(row: dict) -> dict:
+    """A metric row with its value and CI bounds ×100."""
+    return {**row, **{k: row[k] * 100 for k in ("value", "ci_low", "ci_high") if _number(row.get(k)) is not None}}
 
 
 def figure_specs(benchmarks: dict[str, Any]) -> dict[str, list[Any]]:
@@ -309,11 +331,12 @@ def draw_scatter(points: list[dict], spec: ScatterSpec, title: str, path: Path,
         top = min(scales[0][1], scales[1][1])
         ax.plot([0, top], [0, top], linestyle="--", color="#888", linewidth=0.8, label="y = x")
         ax.text(top, top, " y = x", fontsize=6, color="#777", ha="right", va="bottom")
-    if spec.ideal is not None:
-        ax.plot(*spec.ideal, marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="none")
-        ax.annotate("ideal", spec.ideal, fontsize=6, xytext=(6, -8), textcoords="offset points")
-    ax.set_xlabel(spec.x)
-    ax.set_ylabel(spec.y)
+    ideal = tuple(v * 100 for v in spec.ideal) if spec.percent and spec.ideal else spec.ideal
+    if ideal is not None:
+        ax.plot(*ideal, marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="none")
+        ax.annotate("ideal", ideal, fontsize=6, xytext=(6, -8), textcoords="offset points")
+    ax.set_xlabel(f"{spec.x} (%)" if spec.percent else spec.x)
+    ax.set_ylabel(f"{spec.y} (%)" if spec.percent else spec.y)
     ax.set_title(title)
     if missing:
         ax.text(0.99, 0.01, "no data: " + ", ".join(missing), transform=ax.transAxes, ha="right", va="bottom",
@@ -357,6 +380,32 @@ def metrics_figures(cells: dict[tuple[str, str, str], list[dict]], benchmark: st
     return figures
 
 
+def cells_figures(metrics: pa.Table, benchmark: str, spec: CellsSpec, folder: Path,
+                  scales: dict[tuple[str, str], tuple[float, float]]) -> list[Figure]:
+    wanted = {cell: f"{cell[0]} / {cell[1]}" for cell in spec.cells}
+    by_judge: dict[str, dict[tuple[str, str], dict]] = {}
+    for row in metrics.to_pylist():
+        cell = (row["model"], row["condition"])
+        if row["benchmark"] == benchmark and cell in wanted and row["metric"] in spec.metrics \
+                and _number(row["value"]) is not None:
+            by_judge.setdefault(row["judge"], {})[(*cell, row["metric"])] = row
+    spans = [scales.get((benchmark, _family(m)[0]), (0.0, 1.08)) for m in spec.metrics]
+    scale = (min(low for low, _ in spans), max(high for _, high in spans))
+    if spec.percent:
+        scale = (scale[0] * 100, scale[1] * 100)
+    figures: list[Figure] = []
+    for judge, found in sorted(by_judge.items()):
+        if any((*cell, m) not in found for cell in spec.cells for m in spec.metrics):
+            continue  # the run lacks a cell this comparison needs
+        rows = [{**(as_percent(found[(*cell, m)]) if spec.percent else found[(*cell, m)]), "slice": m,
+                 "model": wanted[cell], "condition": "", "judge": ""} for cell in spec.cells for m in spec.metrics]
+        title = f"{spec.title}{' (%)' if spec.percent else ''}{' — judge ' + judge if judge else ''}"
+        name = f"{_safe(benchmark)}__{_safe(spec.name)}{'__' + _safe(judge) if judge else ''}"
+        figures.append((draw, (rows, title, folder / name, scale),
+                        {"slices": spec.metrics, "models": tuple(wanted.values())}))
+    return figures
+
+
 def run_figures(metrics: pa.Table, folder: Path, specs: dict[str, Sequence[Any]] | None = None,
                 orders: dict[str, Sequence[str]] | None = None) -> list[Figure]:
     """Every figure of the run, in the order they are written, not yet drawn."""
@@ -367,11 +416,18 @@ def run_figures(metrics: pa.Table, folder: Path, specs: dict[str, Sequence[Any]]
             if isinstance(spec, MetricsSpec):
                 figures += metrics_figures(metrics_rows(metrics, benchmark, spec), benchmark, spec, folder, scales)
                 continue
+            if isinstance(spec, CellsSpec):
+                figures += cells_figures(metrics, benchmark, spec, folder, scales)
+                continue
             points = scatter_points(metrics, benchmark, spec)
             if not points:
                 continue
             axes = (scales.get((benchmark, _family(spec.x)[0]), (0.0, 1.08)),
                     scales.get((benchmark, _family(spec.y)[0]), (0.0, 1.08)))
+            if spec.percent:
+                points = [{**p, "x": p["x"] and as_percent(p["x"]), "y": p["y"] and as_percent(p["y"])}
+                          for p in points]
+                axes = tuple((low * 100, high * 100) for low, high in axes)
             title = spec.title or f"{benchmark}: {spec.y} against {spec.x}"
             name = f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}"
             figures.append((draw_scatter, (points, spec, title, folder / name, axes), {}))

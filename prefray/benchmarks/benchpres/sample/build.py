@@ -21,7 +21,8 @@ from pathlib import Path
 import yaml
 
 from prefray.benchmarks.benchpres.render import (
-    DEFAULT_LAYOUT, EVERY, bio_statements, context_key, interleave, render_memory, render_prompt, task_template,
+    DEFAULT_LAYOUT, EVERY, bio_statements, context_key, interleave, memory_item_template, render_memory, render_prompt,
+    task_template,
 )
 from prefray.benchmarks.benchpres.scoring import nickname_of
 
@@ -97,14 +98,15 @@ def memory_lines(bio: dict, memories: list[str], preferences: list[str], layout:
     return interleave(bio_statements(bio, layout) + memories, preferences)
 
 
-def build_rows(profiles: list[dict], contexts: list[dict], template: str, layout: str = DEFAULT_LAYOUT) -> list[dict]:
+def build_rows(profiles: list[dict], contexts: list[dict], template: str, layout: str = DEFAULT_LAYOUT,
+               item: str | None = None) -> list[dict]:
     rows = []
     for profile in profiles:
         validate_profile(profile, contexts)
         statements = [p["statement"] for p in profile["preferences"]]
         categories = [p["category"] for p in profile["preferences"]]
         bio = {"name": profile["name"], **profile["bio"]}
-        memory = render_memory(memory_lines(bio, profile["memories"], statements, layout))
+        memory = render_memory(memory_lines(bio, profile["memories"], statements, layout), item)
         for ctx in contexts:
             key = context_key(ctx["recipient"], ctx["task"])
             rows.append(
@@ -126,7 +128,7 @@ def sample_rows(layout: str = DEFAULT_LAYOUT, settings: dict | None = None) -> l
     """The sample's hub-schema rows rendered in `layout` (task prompt through `benchmark.prompts`)."""
     with open(PROFILES_PATH, encoding="utf-8") as f:
         profiles = yaml.safe_load(f)["profiles"]
-    return build_rows(profiles, load_contexts(), task_template(layout, settings), layout)
+    return build_rows(profiles, load_contexts(), task_template(layout, settings), layout, memory_item_template(settings))
 
 
 def build(out_path: Path = OUT_PATH) -> list[dict]:

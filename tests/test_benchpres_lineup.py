@@ -1,0 +1,56 @@
+"""`model=paper` for BenchPreS: the ten Table 1 models with the paper's settings, and what a launch
+sends them (read back from the fake provider's request log)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefray.engine.config.sweep import SweepError, expand, paper_models
+from prefray.app.compose import conf_dir
+from tests.test_cupid_prompts import fake_requests
+
+CONF = conf_dir()
+REASONING = {"google/gemini-3-pro-preview", "openai/gpt-5.2", "anthropic/claude-sonnet-4.5", "deepseek/deepseek-v3.2"}
+
+
+def test_model_paper_expands_to_the_papers_ten_models_per_benchmark():
+    jobs = expand(["model=paper", "benchmark=benchpres"], CONF, multirun=True)
+    assert len(jobs) == 10 and [j.model for j in jobs] == paper_models(CONF, "benchpres")
+    assert {j.judge for j in jobs} == {"deepseek-r1"} and {j.condition for j in jobs} == {"default"}
+    mixed = expand(["model=paper,fake", "benchmark=benchpres", "judge=fake"], CONF, multirun=True)
+    assert [j.model for j in mixed] == [*paper_models(CONF, "benchpres"), "fake"]
+    assert [j.model for j in expand(["model=gpt-5.2", "benchmark=benchpres"], CONF, multirun=False)] == ["gpt-5.2"]
+    with pytest.raises(SweepError, match="add -m"):
+        expand(["model=paper", "benchmark=benchpres"], CONF, multirun=False)
+
+
+def test_a_benchmark_without_a_lineup_says_so():
+    from pathlib import Path
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "conf"
+        shutil.copytree(CONF, conf)
+        text = (conf / "benchmark" / "benchpres.yaml").read_text()
+        (conf / "benchmark" / "benchpres.yaml").write_text(text.split("paper_models:")[0])
+        with pytest.raises(SweepError, match="benchmark=benchpres names no paper lineup"):
+            expand(["model=paper", "benchmark=benchpres"], conf, multirun=True)
+
+
+def test_a_launch_sends_the_reasoning_models_with_reasoning_on(run_cli, fake_server, tmp_path):
+    env = {"OPENROUTER_API_KEY": "test-key", "FRIENDLI_TOKEN": "test-key"}
+    run_cli("-m", "model=paper", "benchmark=benchpres", "judge=fake", *fake_server.model_overrides(),
+            f"run.dir={tmp_path / 'run'}", "limit=1", "benchmark.samples=1", "run.progress=false", env=env)
+    generations = {}
+    for body in fake_requests(fake_server):
+        if body["model"] != "fake-judge":
+            generations.setdefault(body["model"], []).append(body)
+    assert len(generations) == 10
+    for model in REASONING:                                   # GPT-5.2, Claude-4.5 Sonnet, DeepSeek V3.2, Gemini 3 Pro
+        assert all(b.get("reasoning") == {"enabled": True} for b in generations[model]), model
+    assert all(b.get("reasoning") == {"enabled": False} for b in generations["qwen/qwen3-32b"])
+    assert all(b.get("chat_template_kwargs") == {"enable_thinking": True}
+               for b in generations["LGAI-EXAONE/K-EXAONE-236B-A23B"])
+    assert all("reasoning" not in b for b in generations["meta-llama/llama-3.3-70b-instruct"])
+    assert all(b.get("temperature") == 1.0 for bodies in generations.values() for b in bodies)  # §4.1
