@@ -38,6 +38,7 @@ def test_a_benchmark_without_a_lineup_says_so():
             expand(["model=paper", "benchmark=benchpres"], conf, multirun=True)
 
 
+@pytest.mark.e2e
 def test_a_launch_sends_the_reasoning_models_with_reasoning_on(run_cli, fake_server, tmp_path):
     env = {"OPENROUTER_API_KEY": "test-key", "FRIENDLI_TOKEN": "test-key"}
     run_cli("-m", "model=paper", "benchmark=benchpres", "judge=fake", *fake_server.model_overrides(),

@@ -46,6 +46,7 @@ def test_a_bare_list_of_results_is_read():
     assert parse_match(f"```json\n{answer}\n```") == {"scores": [1.0, 0.5, 0.0]}
 
 
+@pytest.mark.e2e
 def test_a_launch_sends_every_matcher_call_to_the_prefmatcher_endpoint(run_cli, fake_server, tmp_path):
     # readable inferences (marked sections in the prompt the fake echoes), so the matcher is called
     lines = [f"<preference>Variant {k}: answers must put the key figure in the first line.</preference>"
