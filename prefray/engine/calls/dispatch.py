@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
@@ -80,7 +81,8 @@ class Gateways:
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
-        the new one (actor max_restarts / max_task_retries): at most this batch is re-sent."""
+        the new one (actor max_restarts / max_task_retries), which takes the answers its earlier life
+        journaled for this batch (by the batch's token) and sends only the rest."""
         if spec.serve:
             spec = await self._served(spec)
         replayed = [self.replay.take(spec, r) if self.replay is not None else None for r in requests]
@@ -91,7 +93,7 @@ class Gateways:
             self.outstanding[key] = self.outstanding.get(key, 0) + len(missing)
             try:
                 sent = list(await self.handles[key].run_batch.remote(spec, missing, self.budget, self.run_dir,
-                                                                     CALL_TAG.get()))
+                                                                     CALL_TAG.get(), secrets.token_hex(8)))
             finally:
                 self.outstanding[key] -= len(missing)
         answers = iter(sent)

@@ -26,7 +26,7 @@ from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, 
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
-from prefray.engine.rundir.journal import AnswerJournal
+from prefray.engine.rundir.journal import AnswerJournal, unfinished_batches
 from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
@@ -65,9 +65,9 @@ class _Lane:
         """Error texts are stored on rows: never with the API key in them."""
         return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
-    async def call(self, request: ChatRequest, budget: Any = None, tag: str = "") -> CallResult:
+    async def call(self, request: ChatRequest, budget: Any = None, tag: str = "", batch: str = "") -> CallResult:
         """One unit through the lane's gate (fail fast on a hopeless lane); `tag` (job and stage)
-        is the queue it waits in for its fair turn on the lane."""
+        is the queue it waits in for its fair turn on the lane; `batch` the actor call it belongs to."""
         started = time.time()
         probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
         if self.gate.stopped:
@@ -76,7 +76,7 @@ class _Lane:
         try:
             result = await self._paid_call(request, budget, started, calibrating=probe, tag=tag)
             if self.journal is not None and result.status == "ok":
-                self.journal.record(self.spec.model_id, request, result)
+                self.journal.record(self.spec.model_id, request, result, batch)
             return result
         finally:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
@@ -157,6 +157,9 @@ class Gateway:
         self.paid: dict[str, PaidLog] = {}
         self.journals: dict[str, AnswerJournal] = {}
         self.counts: dict[str, tuple[int, int, int, float]] = {}   # per job and stage tag (live progress)
+        # after a restart: the answers an earlier life of this actor journaled for batches it never
+        # returned, by run dir, batch token and content hash (rundir/journal.py)
+        self.earlier: dict[str, dict[str, dict[str, Any]]] = {}
 
     def _shared(self, spec: ModelSpec) -> SharedBuckets:
         """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
@@ -164,21 +167,41 @@ class Gateway:
                              (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
-                        run_dir: str | None = None, tag: str | None = None) -> list[CallResult]:
+                        run_dir: str | None = None, tag: str | None = None, batch: str = "") -> list[CallResult]:
+        """Answer a batch. `batch` is its token: if this actor was restarted after a death, Ray sends
+        it the batches it was answering again, and answers its earlier life journaled for one are
+        returned as they are, not asked again (they were paid and settled then)."""
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
         if run_dir is not None and run_dir not in self.paid:
             name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"
             self.paid[run_dir] = PaidLog(run_dir, name)
-            self.journals[run_dir] = AnswerJournal(run_dir, name)
+            # named after the actor, so its next life finds what this one answered
+            self.journals[run_dir] = AnswerJournal(run_dir, ray.get_runtime_context().get_actor_name() or name)
         lane.paid = self.paid.get(run_dir) if run_dir is not None else None
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
-        return list(await asyncio.gather(*(self._counted(lane, r, budget, tag) for r in requests)))
+        earlier = self._answered_before(run_dir, batch)
+        results = list(await asyncio.gather(*(self._counted(lane, r, budget, tag, batch, earlier) for r in requests)))
+        if batch and lane.journal is not None:
+            lane.journal.batch_done(batch)
+        return results
 
-    async def _counted(self, lane: _Lane, request: ChatRequest, budget: Any, tag: str | None) -> CallResult:
-        """One call; its end is counted under the batch's tag (job and stage) for live progress."""
-        result = await lane.call(request, budget, tag or "")
+    def _answered_before(self, run_dir: str | None, batch: str) -> dict[str, Any]:
+        """In a restarted actor: what its earlier lives journaled for `batch` (read once per run dir)."""
+        context = ray.get_runtime_context()
+        if not batch or run_dir is None or not context.was_current_actor_reconstructed:
+            return {}
+        if run_dir not in self.earlier:
+            self.earlier[run_dir] = unfinished_batches(Path(run_dir), context.get_actor_name() or "")
+        return self.earlier[run_dir].pop(batch, {})
+
+    async def _counted(self, lane: _Lane, request: ChatRequest, budget: Any, tag: str | None, batch: str = "",
+                       earlier: dict[str, Any] | None = None) -> CallResult:
+        """One call (or its answer from an earlier life of this actor); its end is counted under
+        the batch's tag (job and stage) for live progress."""
+        queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
+        result = queue.popleft() if queue else await lane.call(request, budget, tag or "", batch)
         if tag is not None:
             done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
             self.counts[tag] = (done + 1, failed + (result.status != "ok"),

@@ -7,12 +7,19 @@ drops the answers already in shards (matched by request hash and text) and hands
 units that ask for the same request again, instead of sending them: only calls that were in
 flight when the run died are sent again. A finished run folds its journal away (the shards hold
 every answer); a line cut short by a kill is skipped.
+
+Each answer also carries the token of the batch (one actor call) it answered, and a gateway marks a
+batch done when it returns it. When a gateway process dies, Ray restarts it and sends it the batches
+it was answering again; the new process first takes, from its predecessors' journals, the answers
+of those unfinished batches (`unfinished_batches`) and sends only the rest: a gateway's death re-sends
+only the calls that were in flight.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from collections import Counter, defaultdict, deque
 from pathlib import Path
@@ -31,10 +38,16 @@ class AnswerJournal(AppendLog):
     def __init__(self, run_dir: Path, name: str):
         super().__init__(RunDir(run_dir).journal, name)
 
-    def record(self, model_id: str, request: ChatRequest, result: CallResult) -> None:
-        """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart."""
+    def record(self, model_id: str, request: ChatRequest, result: CallResult, batch: str = "") -> None:
+        """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart;
+        `batch` is the token of the actor call it answers."""
         self.write({"model_id": model_id, "request_hash": request.prompt_hash(model_id),
-                    "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result)})
+                    "content_hash": request.content_hash(model_id), "result": dataclasses.asdict(result),
+                    **({"batch": batch} if batch else {})})
+
+    def batch_done(self, batch: str) -> None:
+        """The batch's answers were returned to the driver: a restart never needs them."""
+        self.write({"batch_done": batch})
 
 
 class ReplayPool:
@@ -51,9 +64,12 @@ class ReplayPool:
         return queue.popleft() if queue else None
 
 
-def _lines(run_dir: Path):
+def _lines(run_dir: Path, writer: str | None = None):
+    """Every whole line of the run's journals (of the journals `writer` named, if given)."""
     folder = RunDir(run_dir).journal
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        if writer is not None and not _written_by(path.name, writer):
+            continue
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 try:
@@ -62,9 +78,29 @@ def _lines(run_dir: Path):
                     continue
 
 
+def _written_by(file_name: str, writer: str) -> bool:
+    """AppendLog names its files `<name>-<pid>-<token>.jsonl`."""
+    return (file_name.startswith(writer + "-")
+            and re.fullmatch(r"\d+-[0-9a-f]+\.jsonl", file_name[len(writer) + 1:]) is not None)
+
+
+def unfinished_batches(run_dir: Path, writer: str) -> dict[str, dict[str, deque[CallResult]]]:
+    """The answers journaled by earlier processes named `writer` (a gateway actor's earlier
+    lives) for batches they never returned: by batch token, then by content hash."""
+    done: set[str] = set()
+    answers: dict[str, dict[str, deque[CallResult]]] = defaultdict(lambda: defaultdict(deque))
+    for entry in _lines(run_dir, writer):
+        if "batch_done" in entry:
+            done.add(entry["batch_done"])
+        elif entry.get("batch"):
+            result = CallResult(**{k: v for k, v in entry["result"].items() if k in _FIELDS})
+            answers[entry["batch"]][entry["content_hash"]].append(result)
+    return {batch: dict(found) for batch, found in answers.items() if batch not in done}
+
+
 def load_replay(run_dir: Path) -> ReplayPool:
     """The journaled answers of `run_dir` minus those already stored in its shards."""
-    entries = sorted(_lines(run_dir), key=lambda e: e["result"].get("finished_at", 0.0))
+    entries = sorted((e for e in _lines(run_dir) if "result" in e), key=lambda e: e["result"].get("finished_at", 0.0))
     if not entries:
         return ReplayPool({})
     rows = read_rows(run_dir, columns=["model_id", "request_hash", "text"]).to_pylist()

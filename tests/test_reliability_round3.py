@@ -1,0 +1,100 @@
+"""Round 3 reliability: a gateway's death, the quickstart's exit code, corrupt shards, a full disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import urllib.request
+from collections import Counter
+
+import pyarrow.dataset as ds
+import pytest
+
+from prefray.engine.rundir.journal import AnswerJournal, load_replay, unfinished_batches
+from prefray.engine.types import CallResult, ChatRequest
+from tests.test_reliability_runs import start_launch, wait_for
+
+# -- 1. a gateway's death re-sends only what was not answered ------------------------------------
+
+
+def test_unfinished_batches_are_those_never_returned(tmp_path):
+    """The journal of a gateway's earlier life gives the answers of the batches it did not return,
+    and only its own (another actor's, or a later life's files are not its earlier lives')."""
+    request = ChatRequest(messages=({"role": "user", "content": "hi"},))
+    other = ChatRequest(messages=({"role": "user", "content": "ho"},))
+    life = AnswerJournal(tmp_path, "gateway-a-b-01000000")
+    life.record("m", request, CallResult(status="ok", text="kept"), "batch-1")
+    life.record("m", other, CallResult(status="ok", text="returned"), "batch-2")
+    life.batch_done("batch-2")
+    life.close()
+    stranger = AnswerJournal(tmp_path, "gateway-a-b-01000000-p1")
+    stranger.record("m", request, CallResult(status="ok", text="not mine"), "batch-1")
+    stranger.close()
+    found = unfinished_batches(tmp_path, "gateway-a-b-01000000")
+    assert list(found) == ["batch-1"]
+    assert [r.text for r in found["batch-1"][request.content_hash("m")]] == ["kept"]
+    assert len(load_replay(tmp_path)) == 3          # the driver's replay skips the batch-done marks
+
+
+def gateway_pids() -> list[int]:
+    from tests.test_reliability_faults import gateway_pids as pids
+
+    return pids()
+
+
+def request_keys(server) -> Counter:
+    """How many times each distinct request (the whole body, seed included) reached the provider."""
+    with urllib.request.urlopen(f"{server.anthropic_url}/requests", timeout=5) as response:
+        bodies = json.loads(response.read())
+    return Counter(json.dumps(b, sort_keys=True) for b in bodies)
+
+
+@pytest.mark.e2e
+def test_gateway_killed_twice_resends_only_the_calls_in_flight(ray_address, make_fake_server, tmp_path):
+    import ray
+
+    server = make_fake_server("--latency", "0.25")
+    concurrency = 2
+    args = ["model=fake", "judge=fake", *server.model_overrides(), "limit=3", "benchmark.samples=2",
+            "run.cache=false", "run.shard_size=30", f"model.max_concurrency={concurrency}",
+            f"judge.max_concurrency={concurrency}", "run.plots=false"]
+    run_dir = tmp_path / "run"
+    process = start_launch(*args, f"run.dir={run_dir}")
+    ray.init(address=ray_address, namespace="prefray-test-round3", log_to_driver=False)
+    chance = random.Random(20261204)
+    killed: list[int] = []
+    try:
+        for _ in range(2):
+            target = server.stats()["requests"] + chance.randint(3, 9)
+            wait_for(lambda target=target: server.stats()["requests"] >= target or process.poll() is not None)
+            if process.poll() is not None:
+                pytest.fail(f"the run ended before the gateway was killed twice:\n{process.communicate()[1]}")
+            pids: list[int] = []
+            wait_for(lambda pids=pids: bool(pids.extend(p for p in gateway_pids() if p not in killed) or pids))
+            victim = chance.choice(pids)
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+        out, err = process.communicate(timeout=300)
+    finally:
+        ray.shutdown()
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, err
+    rows = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
+    units = {r["unit_id"] for r in rows}
+    assert len(units) == len(rows) == 3 * 2 * (1 + 5)
+    sent = request_keys(server)
+    twice = sum(n - 1 for n in sent.values())
+    assert sum(sent.values()) == server.stats()["requests"]    # every body is in the provider's log
+    # a kill re-sends at most the calls its gateway had in flight (a batch of 30 before)
+    print(f"re-sent {twice} of {sum(sent.values())} requests for {len(units)} units")
+    assert twice <= 2 * concurrency, (twice, server.stats()["requests"], len(units))
+
+    server.reset()
+    clean = tmp_path / "clean"
+    done = start_launch(*args, f"run.dir={clean}")
+    done.communicate(timeout=300)
+    assert done.returncode == 0
+    assert (run_dir / "metrics.csv").read_text() == (clean / "metrics.csv").read_text()
