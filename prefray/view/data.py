@@ -68,9 +68,6 @@ class CellQuery:
     q: str = ""         # case-insensitive text search in answers
     page: int = 0
 
-    def with_page(self, page: int) -> CellQuery:
-        return replace(self, page=max(0, page))
-
 
 @dataclass
 class Page:

@@ -76,10 +76,6 @@ def misapplication_rate(decisions: pa.Table) -> tuple[float, int, int]:
     return _rate(decisions, False)
 
 
-def appropriate_application_rate(decisions: pa.Table) -> tuple[float, int, int]:
-    return _rate(decisions, True)
-
-
 def _values(samples: dict[bool | None, list[Tally]], suffix: str = "") -> list[dict]:
     mr, n_mr, x_mr = _rate_of(samples.get(False, []))
     aar, n_aar, x_aar = _rate_of(samples.get(True, []))

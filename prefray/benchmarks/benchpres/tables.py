@@ -140,18 +140,11 @@ def _stored_decision(parsed_json: str | None) -> dict[str, dict[str, Any]] | Non
     return value["nicknames"] if isinstance(value, dict) and "nicknames" in value else None
 
 
-def stored_nicknames(r: dict[str, Any], preferences: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The nickname decisions stored with an answered generation row (`read_nicknames`); rows
-    stored before decisions were recorded get them from the same rule now."""
-    stored = _stored_decision(r.get("parsed_json"))
-    return stored if stored is not None else nickname_decisions(preferences, r["text"] or "")
-
-
 STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.dumps of read_nicknames)
 
 
 def stored_decision_missing(rows: pa.Table) -> pa.Array:
-    """True for each generation row whose nickname decision `stored_nicknames` takes from its text:
+    """True for each generation row whose nickname decision must be taken from its text:
     a nickname preference in its meta, no stored decision (a superset of the answered ones)."""
     stored = pc.fill_null(pc.starts_with(rows["parsed_json"], STORED_DECISION), False)
     unstored = pc.indices_nonzero(pc.and_(_at(rows, ("generate",)), pc.invert(stored)))

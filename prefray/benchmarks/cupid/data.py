@@ -60,10 +60,6 @@ def instance_id(persona_id: str, instance_type: str) -> str:
     return f"{persona_id}|{instance_type}"
 
 
-def instance_type_of(key: str) -> str:
-    return key.rpartition("|")[2]
-
-
 def normalized(text: str) -> str:
     """Text compared for identity: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()

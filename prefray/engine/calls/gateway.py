@@ -212,9 +212,6 @@ class Gateway:
         """Calls finished so far per tag: (done, failed, tokens, dollars), cumulative."""
         return dict(self.counts)
 
-    async def ping(self) -> bool:
-        return True
-
     async def close(self) -> list[tuple[str, str, int]]:
         """Close the clients and logs; return every log as (run dir, path inside it, size in bytes),
         so a driver on another node (no shared file system) can fetch the ledger and journal

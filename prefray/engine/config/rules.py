@@ -113,10 +113,6 @@ def mapping(what: str) -> Rule:
     return Rule(what, lambda v: isinstance(v, dict))
 
 
-def sequence(what: str) -> Rule:
-    return Rule(what, lambda v: isinstance(v, list))
-
-
 def anything(what: str = "any value") -> Rule:
     return Rule(what, lambda v: True, nullable=True)
 

@@ -190,12 +190,6 @@ class JobRunner:
         table = self.stored(stage, judge, ["cause"]).select(["unit_id", "status", "cause", "attempt"])
         return {u: (st, c, a) for u, st, c, a in zip(*(table[k].to_pylist() for k in table.column_names))}
 
-    def pending_units(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
-                      states: dict[str, tuple[str, str, int]] | None = None) -> list[Pending]:
-        """Units to send: never stored, or stored as failed/skipped with a cause being rerun."""
-        states = self._stored_states(stage, judge) if states is None else states
-        return [p for p in self._pending(stage, judge, units, states) if p is not None]
-
     def _pending(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
                  states: dict[str, tuple[str, str, int]]) -> Iterator[Pending | None]:
         """Per unit, in order: its Pending if it is to be sent, else None (stored already)."""

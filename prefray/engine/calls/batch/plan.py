@@ -43,20 +43,3 @@ def tier_lines(rows: Any, jobs: Sequence[Any]) -> list[TierLine]:
         out.append(TierLine(f"{spec.name} ({spec.model_id})", spec.tier, calls,
                             tier_cost(spec, tokens_in, tokens_out, "interactive"), batch, latency))
     return out
-
-
-def print_tiers(rows: Any, jobs: Sequence[Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="cost by tier (estimated; the model's tier is the one a launch uses)")
-    for column in ("model", "tier", "calls", "interactive_usd", "batch_usd", "expected_latency"):
-        table.add_column(column)
-    lines = tier_lines(rows, jobs)
-    for row in lines:
-        batch = "no batch API" if row.batch_usd is None else f"{row.batch_usd:.4f}"
-        table.add_row(row.model, row.tier, str(row.calls), f"{row.interactive_usd:.4f}", batch, row.expected_latency)
-    console = Console()
-    console.print(table)
-    chosen = sum(r.batch_usd if r.tier == "batch" and r.batch_usd is not None else r.interactive_usd for r in lines)
-    console.print(f"in the configured tiers: ~{chosen:.4f} USD")

@@ -1,0 +1,21 @@
+"""Names vulture reports as unused that are used where it cannot see (read by `vulture`, see
+pyproject.toml [tool.vulture]). Each line says who uses the name."""
+
+# Fields of the fake provider's counters, served whole as JSON by GET /stats (dataclasses.asdict).
+_.batch_requests, _.batch_repeated_requests, _.batch_answered, _.batch_failed  # noqa: B018
+_.batch_expired, _.batch_truncated, _.batch_results_read, _.files_uploaded  # noqa: B018
+_.rate_limited, _.structured_requests, _.context_overflows  # noqa: B018
+# Settings of llama.cpp's server object, read by xllamacpp when the embedded model starts.
+_.n_ctx, _.n_parallel, _.kv_unified, _.n_threads, _.hostnames, _.verbosity  # noqa: B018
+# The `embedded` entry point of the prefray.servers group (pyproject.toml).
+serve_embedded  # noqa: B018
+# Rate-limit header fields, kept as the provider reported them (tests/test_limits.py reads them).
+_.limit_tokens, _.remaining_tokens, _.learned  # noqa: B018
+# The benchmark hooks' documented shapes (engine/benchmark.py), read by benchmark authors.
+ScoresUnits, ReadsText  # noqa: B018
+# Statistics and formulas the tests use as independent references.
+cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona_of  # noqa: B018
+# The generated README tables (python -m prefray.engine.config.table --write; tests check them).
+readme_section  # noqa: B018
+# A column of the plan's tier table, read through asdict (money/estimate_table.print_tier_lines).
+_.expected_latency  # noqa: B018
