@@ -79,6 +79,19 @@ def ray_address(tmp_path_factory) -> str:
         head.wait()
 
 
+@pytest.fixture(autouse=True)
+def no_driver_left(request):
+    """A test that asks for the cluster's address but runs no launch in this process connects its
+    own driver (or starts processes that do): it gets a process that is no Ray driver, as before
+    in-process launches made the pytest process one."""
+    argnames = request.node._fixtureinfo.argnames
+    if "ray_address" in argnames and "run_cli" not in argnames and "ray" in sys.modules:
+        import ray
+
+        ray.shutdown()
+    yield
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
