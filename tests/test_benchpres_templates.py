@@ -103,6 +103,7 @@ def test_good_overrides_fill_every_name(tmp_path):
     assert completeness_messages("IRS", "Pay", "Hi", {"prompts": prompts})[0]["content"] == "IRS/Pay: Hi"
 
 
+@pytest.mark.e2e
 def test_a_bad_judge_override_stops_the_launch_before_any_call(run_cli, fake_server, tmp_path):
     judge = write(tmp_path / "judge.txt", "Preference: {preference}\nAnswer: {answer}\n")
     done = run_cli("benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(),
