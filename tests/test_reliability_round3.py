@@ -98,3 +98,28 @@ def test_gateway_killed_twice_resends_only_the_calls_in_flight(ray_address, make
     done.communicate(timeout=300)
     assert done.returncode == 0
     assert (run_dir / "metrics.csv").read_text() == (clean / "metrics.csv").read_text()
+
+
+# -- 2. the exit code says what the failure policy says ------------------------------------------
+
+ONE_UNIT = ["benchmark=benchpres", "condition=default", "limit=1", "benchmark.samples=1", "run.cache=false"]
+
+
+@pytest.mark.e2e
+def test_judge_parse_failures_finish_complete_with_exit_0(run_cli, fake_server, tmp_path):
+    """Judges that cannot answer (2 output tokens): the failure policy excludes and counts them, the
+    cells are complete, the launch exits 0 and its last line counts them in the policy's words."""
+    import csv
+
+    run = tmp_path / "run"
+    done = run_cli("model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(),
+                   "judge.max_output_tokens=2", f"run.dir={run}")
+    rows = ds.dataset(run / "shards", format="parquet").to_table().to_pylist()
+    judged = [r for r in rows if r["role"] != "subject"]
+    assert judged and {r["cause"] for r in judged} == {"parse_error"}
+    metrics = list(csv.DictReader(open(run / "metrics.csv", encoding="utf-8")))
+    assert {m["complete"] for m in metrics} == {"true"}
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (f"prefray: finished, complete by the failure policy: 0 unit(s) without an answer, "
+                    f"{len(judged)} judge failure(s) (excluded), 0 model failure(s) (scored)"), done.stderr
+    assert not (run / "incomplete.csv").exists()

@@ -12,22 +12,38 @@ from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
 
 
-def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
-    """Per cause, the units of `jobs` whose best row has no usable answer: infrastructure failures
-    and budget skips (no_answer) and unreadable judge answers (judge_failure). A subject's own
-    unparsable answer is a scored model failure, not a missing unit."""
-    missing: Counter = Counter()
+def _best_rows(run_dir: Path, jobs: Sequence[Job]):
+    """(job, row) for the best row of every stored unit of `jobs`."""
     for job in jobs:
         folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
         if not folder.is_dir():
             continue
         rows = latest_attempts(read_rows(folder, columns=BEST_ROW_COLUMNS + ["role", "cause"]))
-        rows = rows.select(["role", "status", "cause"]).to_pylist()
-        for row in rows:
-            if failure_class(row["role"], row["status"], row["cause"]) in ("no_answer", "judge_failure"):
-                key = (job.benchmark, job.model.name, job.condition) if by_cell else row["cause"] or row["status"]
-                missing[key] += 1
+        for row in rows.select(["role", "status", "cause"]).to_pylist():
+            yield job, row
+
+
+def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
+    """Per cause, the units of `jobs` whose best row has no answer: infrastructure failures and
+    budget skips (the failure policy's no_answer, what a rerun finishes). A subject's own unparsable
+    answer is a scored model failure and a judge's an excluded judge failure: neither is missing."""
+    missing: Counter = Counter()
+    for job, row in _best_rows(run_dir, jobs):
+        if failure_class(row["role"], row["status"], row["cause"]) == "no_answer":
+            key = (job.benchmark, job.model.name, job.condition) if by_cell else row["cause"] or row["status"]
+            missing[key] += 1
     return missing
+
+
+def failure_counts(run_dir: Path, jobs: Sequence[Job]) -> Counter:
+    """The best rows of `jobs` per failure class (engine/failures.py)."""
+    return Counter(failure_class(row["role"], row["status"], row["cause"]) for _, row in _best_rows(run_dir, jobs))
+
+
+def policy_summary(counts: Counter) -> str:
+    """The failure policy's own words for a run's failures."""
+    return (f"{counts['no_answer']} unit(s) without an answer, {counts['judge_failure']} judge failure(s) "
+            f"(excluded), {counts['model_failure']} model failure(s) (scored)")
 
 
 # Causes of units that have no answer (not the subject's own failures: those are scored).

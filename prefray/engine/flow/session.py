@@ -212,17 +212,26 @@ def warn_budget(budget: Any) -> None:
 
 def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
                       instances: dict[int, Sequence[Any]]) -> int:
-    """EXIT_OK if every unit of these jobs has an answer; else write incomplete.csv, print one line
-    (counts by cause, later-stage units never built, the rerun command) and return EXIT_INCOMPLETE."""
-    from prefray.engine.flow.outcome import missing_units, unbuilt_units, write_incomplete
+    """EXIT_OK if the run is complete by the failure policy (every unit has an answer; judge failures
+    are excluded and model failures scored, and are said in one line); else write incomplete.csv,
+    print one line (counts by cause, later-stage units never built, the rerun command) and return
+    EXIT_INCOMPLETE."""
+    from prefray.engine.flow.outcome import (
+        failure_counts, missing_units, policy_summary, unbuilt_units, write_incomplete,
+    )
 
     missing = missing_units(options.run_dir, jobs)
+    counts = failure_counts(options.run_dir, jobs)
     if not missing:
+        if counts["judge_failure"] or counts["model_failure"]:
+            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr)
         return EXIT_OK
     unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
     write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
-    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}; "
+    others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
+              "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
+    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
           f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)", file=sys.stderr)
     return EXIT_INCOMPLETE
