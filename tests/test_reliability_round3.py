@@ -10,6 +10,7 @@ import urllib.request
 from collections import Counter
 
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from prefray.engine.rundir.journal import AnswerJournal, load_replay, unfinished_batches
@@ -123,3 +124,49 @@ def test_judge_parse_failures_finish_complete_with_exit_0(run_cli, fake_server, 
     assert last == (f"prefray: finished, complete by the failure policy: 0 unit(s) without an answer, "
                     f"{len(judged)} judge failure(s) (excluded), 0 model failure(s) (scored)"), done.stderr
     assert not (run / "incomplete.csv").exists()
+
+
+# -- 3. a corrupt shard is quarantined and its units asked again ---------------------------------
+
+def truncate_shard(run_dir, stage: str) -> tuple[str, int]:
+    """Cut one shard of `stage` to 100 bytes; its path under the run dir and its row count."""
+    path = sorted((run_dir / "shards").rglob(f"{stage}-*.parquet"))[0]
+    rows = pq.read_metadata(path).num_rows
+    with open(path, "r+b") as handle:
+        handle.truncate(100)
+    return str(path.relative_to(run_dir)), rows
+
+
+@pytest.mark.e2e
+def test_a_truncated_shard_is_quarantined_and_only_its_units_asked_again(run_cli, fake_server, tmp_path):
+    import shutil
+
+    from tests.conftest import command_here
+
+    args = ["model=fake", "judge=fake", *ONE_UNIT, *fake_server.model_overrides(), "run.compact=false"]
+    run = tmp_path / "run"
+    run_cli(*args, f"run.dir={run}")
+    expected = (run / "metrics.csv").read_text()
+    cut, lost = truncate_shard(run, "judge")
+    assert lost > 0
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+
+    fake_server.reset()
+    done = run_cli(*args, f"run.dir={run}")
+    line = (f"prefray: shard {cut} is unreadable (Parquet magic bytes not found in footer); moved to "
+            f"{run}/quarantine/{cut.removeprefix('shards/')}, a launch or rerun asks its units again")
+    assert line in done.stderr.splitlines(), done.stderr
+    assert "Traceback" not in done.stderr
+    assert (run / "quarantine" / cut.removeprefix("shards/")).stat().st_size == 100
+    for path in (run / "shards").rglob("*.parquet"):
+        pq.read_metadata(path)                                # the same units, stored again, readable
+    assert fake_server.stats()["requests"] == lost          # only the lost rows, nothing stored elsewhere
+    assert (run / "metrics.csv").read_text() == expected
+
+    fake_server.reset()
+    again = command_here("rerun", str(copy))
+    assert again.returncode == 0, again.stderr
+    assert any(f"prefray: shard {cut} is unreadable" in line for line in again.stderr.splitlines()), again.stderr
+    assert fake_server.stats()["requests"] == lost
+    assert (copy / "metrics.csv").read_text() == expected

@@ -32,6 +32,7 @@ from prefray.engine.calls.providers import synthetic
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs, try_parse
 from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.quarantine import drop_unreadable
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
@@ -94,6 +95,7 @@ def _scratch_copy(run_dir: Path) -> tuple[Path, set[str]]:
     source = RunDir(run_dir).shards
     if source.is_dir():
         shutil.copytree(source, RunDir(scratch).shards, copy_function=_link_or_copy)
+        drop_unreadable(scratch)    # the run's owner quarantines them: their units are asked again
     return scratch, set(_shard_names(scratch))
 
 

@@ -162,8 +162,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
                benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                run_settings: dict[str, Any] | None) -> int:
     from prefray.engine.rundir.journal import clean_leftovers, fold_away, load_replay
+    from prefray.engine.rundir.quarantine import quarantine_corrupt
 
     use_system_allocator()
+    quarantine_corrupt(options.run_dir, options.location)   # before anything reads the shards
     clean_leftovers(options.run_dir)
     replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))

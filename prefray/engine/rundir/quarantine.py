@@ -1,0 +1,67 @@
+"""Corrupt shards are moved aside, not read: RUN_DIR/quarantine/ keeps them, their units are asked again.
+
+A shard is written to a temp file and renamed into place (rundir/shards.py), so prefray itself never
+leaves a half-written one; a file cut short by a failing disk, a copy or a hand edit would stop
+every reader of the run with Arrow's "Parquet magic bytes not found", naming no file. The owner of
+a run dir (a launch, rerun or rejudge, before anything reads the shards) checks every shard's
+footer; an unreadable one is moved to RUN_DIR/quarantine/<its path under shards/>, with one line
+naming both. Its units are then missing from the run, so the same command asks them again; units
+stored in other shards are not touched (nothing stored elsewhere is paid again). The estimate of
+a rerun or rejudge leaves them out the same way (flow/dryrun.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from prefray.engine.rundir.layout import RunDir
+
+QUARANTINE = "quarantine"
+
+
+def unreadable_shards(run_dir: Path) -> list[tuple[Path, str]]:
+    """The shard files of `run_dir` whose Parquet footer cannot be read, each with the reason."""
+    base = RunDir(run_dir).shards
+    found = []
+    for path in sorted(base.rglob("*.parquet")) if base.is_dir() else []:
+        if path.name.startswith((".", "_")):
+            continue
+        try:
+            pq.read_metadata(path)
+        except FileNotFoundError:
+            continue     # removed meanwhile (absorbed by a compaction)
+        except (OSError, pa.ArrowException) as exc:
+            found.append((path, str(exc).split(". ")[0].strip().rstrip(".") or type(exc).__name__))
+    return found
+
+
+def quarantine_corrupt(run_dir: Path, location: str | None = None) -> list[Path]:
+    """Move the unreadable shards of `run_dir` into RUN_DIR/quarantine/ and say so, one line each;
+    returns where they went. Only the run dir's owner calls this."""
+    run = RunDir(run_dir)
+    shown = location or str(run_dir)
+    moved = []
+    for path, reason in unreadable_shards(run_dir):
+        relative = path.relative_to(run.shards)
+        target = run.root / QUARANTINE / relative
+        if target.exists():
+            target = target.with_name(f"{target.stem}-{int(time.time())}{target.suffix}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        moved.append(target)
+        print(f"prefray: shard {Path('shards') / relative} is unreadable ({reason}); moved to "
+              f"{shown.rstrip('/')}/{QUARANTINE}/{target.relative_to(run.root / QUARANTINE)}, "
+              "a launch or rerun asks its units again", file=sys.stderr)
+    return moved
+
+
+def drop_unreadable(scratch: Path) -> None:
+    """In a scratch copy of a run (the estimate's): remove the shards the owner would quarantine."""
+    for path, _ in unreadable_shards(scratch):
+        path.unlink(missing_ok=True)
