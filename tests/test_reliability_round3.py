@@ -170,3 +170,29 @@ def test_a_truncated_shard_is_quarantined_and_only_its_units_asked_again(run_cli
     assert any(f"prefray: shard {cut} is unreadable" in line for line in again.stderr.splitlines()), again.stderr
     assert fake_server.stats()["requests"] == lost
     assert (copy / "metrics.csv").read_text() == expected
+
+
+def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
+    """An unreadable shard, or shards changed after metrics.csv: `view` says so in one line."""
+    from prefray.engine.rundir.quarantine import stale_note
+    from prefray.engine.rundir.shards import SHARD_SCHEMA, write_shard
+    from tests.conftest import command_here
+
+    run = tmp_path / "run"
+    folder = run / "shards" / "benchmark=b" / "model=m" / "condition=c"
+    row = {name: None for name in SHARD_SCHEMA.names} | {"unit_id": "u", "attempt": 1}
+    shard = write_shard(folder, "generate", [row])
+    (run / "metrics.csv").write_text("benchmark,model,condition,judge,metric,value,n\n")
+    (run / "manifest.json").write_text("[]")
+    assert stale_note(run) is None
+    later = (run / "metrics.csv").stat().st_mtime + 60
+    os.utime(shard, (later, later))
+    assert stale_note(run).startswith("the metrics are older than the shards (metrics.csv written ")
+    with open(shard, "r+b") as handle:
+        handle.truncate(50)
+    note = stale_note(run)
+    assert note == (f"1 shard(s) unreadable ({shard.relative_to(run)}): the metrics may count rows that are no "
+                    f"longer readable; python -m prefray.rerun {run} quarantines them, asks their units again "
+                    "and writes the metrics anew")
+    done = command_here("view", str(run), "--export", str(tmp_path / "out.html"))
+    assert f"prefray.view: {note}" in done.stderr.splitlines(), done.stderr

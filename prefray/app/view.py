@@ -39,6 +39,11 @@ def run(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         print(f"prefray.view: run directory not found: {run_dir}", file=sys.stderr)
         return EXIT_CONFIG
+    from prefray.engine.rundir.quarantine import stale_note
+
+    note = stale_note(run_dir, args.run_dir)
+    if note:
+        print(f"prefray.view: {note}", file=sys.stderr)
     if args.export is not None:
         from prefray.view.export import export_html
 

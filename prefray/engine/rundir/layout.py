@@ -7,6 +7,7 @@
       ledger/                the gateways' record of every try that reached a provider (rundir/paid.py)
       journal/               answers received but maybe not yet stored (rundir/journal.py)
       batches/               provider batch jobs of the batch tier (calls/batch/records.py)
+      quarantine/            shards found unreadable, moved aside (rundir/quarantine.py)
       metrics.{parquet,csv,md}, deltas.{parquet,csv}, calls.csv, costs.csv, judge_agreement.csv
       incomplete.csv         units left without an answer (flow/outcome.py)
       plots/                 the figures

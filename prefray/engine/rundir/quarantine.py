@@ -65,3 +65,28 @@ def drop_unreadable(scratch: Path) -> None:
     """In a scratch copy of a run (the estimate's): remove the shards the owner would quarantine."""
     for path, _ in unreadable_shards(scratch):
         path.unlink(missing_ok=True)
+
+
+def stale_note(run_dir: Path, location: str | None = None) -> str | None:
+    """One line if the run's metrics may not match its shards: a shard unreadable, or changed (or
+    moved aside) after metrics.csv was written; None otherwise. Cheap: footers and file times."""
+    run = RunDir(run_dir)
+    shown = location or str(run_dir)
+    unreadable = unreadable_shards(run_dir)
+    if unreadable:
+        first = unreadable[0][0].relative_to(run.root)
+        return (f"{len(unreadable)} shard(s) unreadable ({first}{', ...' if len(unreadable) > 1 else ''}): the "
+                f"metrics may count rows that are no longer readable; python -m prefray.rerun {shown} quarantines "
+                "them, asks their units again and writes the metrics anew")
+    metrics = run.metrics_csv
+    if not metrics.exists():
+        return None
+    changed = [p.stat().st_mtime for folder in (run.shards, run.root / QUARANTINE) if folder.is_dir()
+               for p in folder.rglob("*.parquet")]
+    written = metrics.stat().st_mtime
+    if changed and max(changed) > written + 1.0:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(written))
+        latest = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(changed)))
+        return (f"the metrics are older than the shards (metrics.csv written {when}, shards changed {latest}); "
+                f"python -m prefray.rerun {shown} writes them anew")
+    return None
