@@ -196,3 +196,59 @@ def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
                     "and writes the metrics anew")
     done = command_here("view", str(run), "--export", str(tmp_path / "out.html"))
     assert f"prefray.view: {note}" in done.stderr.splitlines(), done.stderr
+
+
+# -- 4. a full disk: one line naming the file, nothing half-written ------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs (needs root), unmounted afterwards."""
+    import subprocess
+
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.e2e
+def test_a_full_disk_stops_with_one_line_and_resumes(run_cli, fake_server, small_disk, tmp_path):
+    concurrency = 4
+    args = ["model=fake", "judge=fake", *fake_server.model_overrides(), "benchmark=benchpres", "condition=default",
+            "limit=10", "benchmark.samples=2", "run.cache=false", f"model.max_concurrency={concurrency}",
+            f"judge.max_concurrency={concurrency}"]
+    filler = small_disk / "filler"
+    with open(filler, "wb") as handle:                       # leave 40 KB free
+        handle.write(b"\0" * (3 * 2**20 - 40 * 2**10))
+    run = small_disk / "run"
+    done = run_cli(*args, f"run.dir={run}", expect_code=1)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"prefray: the disk is full: could not write {run}/"), done.stderr
+    assert last.endswith("; stopped (the rows stored before are kept, nothing was half-written); free space on "
+                         "that disk and run the same command again to resume"), done.stderr
+    assert "Traceback" not in done.stderr and "RayTaskError" not in done.stderr
+    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]      # no temp file left behind
+    for path in (run / "shards").rglob("*.parquet"):
+        pq.read_metadata(path)                                # every shard whole
+    sent_before = fake_server.stats()["requests"]
+    assert sent_before > 0
+    print(f"full disk: {last.split('could not write ')[1].split(';')[0]} after {sent_before} requests")
+
+    filler.unlink()
+    run_cli(*args, f"run.dir={run}")
+    rows = ds.dataset(run / "shards", format="parquet").to_table().to_pylist()
+    units = {r["unit_id"] for r in rows}
+    assert len(units) == len(rows) == 10 * 2 * (1 + 5)
+    resent = fake_server.stats()["requests"] - len(units)
+    print(f"full disk: {resent} request(s) sent again on resuming")
+    assert resent <= 2 * concurrency, (resent, sent_before)  # at most the calls in flight when it filled
+
+    clean = tmp_path / "clean"
+    run_cli(*args, f"run.dir={clean}")
+    assert (run / "metrics.csv").read_text() == (clean / "metrics.csv").read_text()

@@ -60,9 +60,18 @@ def interrupted_line(command: str) -> str:
 def run_cli(main: Callable[[], int], command: str, interrupted: str | None = None) -> int:
     """The one runner of every command's main (prefray.app.run, the `prefray` script): Ctrl-C ends it
     with one line and exit code 130, never a traceback. The line says what the run dir holds and how
-    to resume, or `interrupted` when the command has its own (one that writes no run, e.g. compact)."""
+    to resume, or `interrupted` when the command has its own (one that writes no run, e.g. compact).
+    A full disk ends it with one line naming the file and exit code 1 (engine/rundir/diskfull.py)."""
+    from prefray.engine.rundir.diskfull import disk_full_in, line
+
     try:
         return main()
+    except OSError as exc:
+        full = disk_full_in(exc)
+        if full is None:
+            raise
+        print(line(full), file=sys.stderr, flush=True)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the line
         print(interrupted or interrupted_line(command), file=sys.stderr, flush=True)

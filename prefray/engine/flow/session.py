@@ -185,6 +185,11 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     finally:
         if cache is not None:
             cache.close()
+    from prefray.engine.rundir.diskfull import disk_full_in
+
+    full = next((found for _, error in crashed if (found := disk_full_in(error)) is not None), None)
+    if full is not None:
+        raise full     # one line (flow/exits.py); nothing more is written, the journal keeps its answers
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)

@@ -17,6 +17,7 @@ from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark, text_needed_hook
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
 
@@ -252,8 +253,12 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
 
 def write_atomic(path: Path, write) -> None:
     temp = path.with_name(f".{path.name}.tmp")
-    write(temp)
-    os.replace(temp, path)
+    try:
+        with writing(path):
+            write(temp)
+            os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def write_outputs(run_dir: Path, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:

@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.shards import Compaction, compact_folder
 from prefray.engine.types import ChatRequest
 
@@ -126,6 +127,10 @@ class RequestStore:
         digest = hashlib.sha1("".join(sorted(rows)).encode()).hexdigest()[:16]
         final = self.folder / f"requests-{digest}.parquet"
         temp = self.folder / f".{final.name}.{os.getpid()}.tmp"
-        pq.write_table(table, temp)
-        os.replace(temp, final)
+        try:
+            with writing(final):
+                pq.write_table(table, temp)
+                os.replace(temp, final)
+        finally:
+            temp.unlink(missing_ok=True)
         seen.update(bytes.fromhex(h) for h in rows)

@@ -23,6 +23,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from prefray.engine.rundir.appendlog import AppendLog
+from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.rundir.shards import ABSORBED_KEY, absorbed_by, sync_folder
 
@@ -85,15 +86,16 @@ def compact_paid(run_dir: Path) -> int:
     final = folder / f"{PARQUET_PREFIX}{digest}.parquet"
     temp = folder / f".{final.name}.{os.getpid()}.tmp"
     try:
-        schema = PAID_SCHEMA.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
-        with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
-            for path in lines:
-                for piece in _paid_pieces(path):
-                    writer.write_table(piece)
-        pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
-        with open(temp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp, final)
+        with writing(final):
+            schema = PAID_SCHEMA.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
+            with pq.ParquetWriter(temp, schema, compression="zstd") as writer:
+                for path in lines:
+                    for piece in _paid_pieces(path):
+                        writer.write_table(piece)
+            pa.default_memory_pool().release_unused()   # hand the pages back rather than keep them for later
+            with open(temp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temp, final)
     finally:
         temp.unlink(missing_ok=True)
     sync_folder(folder)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.layout import RunDir
 
 SHARD_SCHEMA = pa.schema([
@@ -77,10 +78,14 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
     digest = hashlib.sha1("".join(f"{r['unit_id']}:{r['attempt']}" for r in rows).encode()).hexdigest()[:16]
     final = folder / f"{stage}-{digest}.parquet"
     temp = folder / f".{final.name}.{os.getpid()}.tmp"
-    pq.write_table(table, temp)
-    with open(temp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp, final)
+    try:
+        with writing(final):
+            pq.write_table(table, temp)
+            with open(temp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temp, final)
+    finally:
+        temp.unlink(missing_ok=True)     # a write the disk refused leaves nothing behind
     return final
 
 
@@ -238,7 +243,8 @@ def _merge(folder: Path, group: list[tuple[Path, int]], base: pa.Schema) -> Comp
     temp = folder / f".{final.name}.{os.getpid()}.tmp"
     schema = base.with_metadata({ABSORBED_KEY: json.dumps(names).encode()})
     try:
-        written = _write_large(temp, schema, [str(path) for path, _ in group])
+        with writing(final):
+            written = _write_large(temp, schema, [str(path) for path, _ in group])
         if written != expected:
             raise RuntimeError(f"compaction of {folder} read {written} rows where the footers hold {expected}")
         os.replace(temp, final)
