@@ -58,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
 def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list,
                    benchmarks: dict, instances: dict[int, Any], errors: list[str]) -> int:
     """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
+    from prefray.engine.flow.horizon import horizon_problems
     from prefray.engine.flow.session import SweepOptions, run_sweep
     from prefray.engine.results.manifest import conflicting_jobs
 
+    errors.extend(horizon_problems(jobs, instances))
     conflicts = conflicting_jobs(local_dir, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
