@@ -242,14 +242,15 @@ def expected_irp(stored: list[dict], name: str) -> dict[str, float]:
     item = lambda r: instances[(name != "base", r["instance_id"])].item  # noqa: E731
     bench = [r for r in gens if item(r).kind == "benchmark"]
     out = {"IRP_accuracy": mean(100.0 * is_correct(r["text"], item(r).choices, item(r).gold) for r in bench)}
+    answers = {(r["instance_id"], r["sample"]): r for r in gens}
     scores = []
-    for r in gens:
-        if item(r).kind == "synthetic":
-            inst = instances[(name != "base", r["instance_id"])]
-            context = shown_context(condition(name), inst.profile, json.loads(r["meta_json"])["passages"])
-            prompt = irp_judge_prompt(context.block(), inst.item.query, r["text"])
-            scores.append((fake_json(SCORE_SCHEMA, prompt)["score"] - 1) / 4 * 100)
-    assert len(scores) == (LIMIT if name == "base" else 2 * LIMIT)   # base: 2 items; else 2 profiles x 2 items
+    for inst in load_instances("irp", None, LIMIT, True):          # every item judged against its persona u
+        r = answers[(inst.item.item_id if name == "base" else inst.instance_id, 0)]
+        context = shown_context(condition(name), inst.profile, json.loads(r["meta_json"])["passages"])
+        prompt = irp_judge_prompt(render_profile(inst.profile), context.block() if name != "base" else "",
+                                  inst.item.query, r["text"])
+        scores.append((fake_json(SCORE_SCHEMA, prompt)["score"] - 1) / 4 * 100)
+    assert len(scores) == 2 * 4 * LIMIT      # 2 profiles x (2 synthetic + 2 of each of 3 sources), base included
     out["IRP_score"] = mean(scores)
     return out
 

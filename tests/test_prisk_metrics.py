@@ -172,16 +172,23 @@ def test_irp_accuracy_failure_policy_and_score():
         rows.append(row("irp_judge", "profile", f"p1--s{i}", status=status, cause="" if score else "parse_error",
                         meta={"kind": "synthetic", "domain": "science", "profile_id": "p1"},
                         value=None if score is None else {"score": score}))
+    for instance, score, source in (("p1--a", 4, "csqa"), ("p1--b", 2, "gsm8k")):  # benchmark items are judged too
+        rows.append(row("irp_judge", "profile", instance, value={"score": score},
+                        meta={"kind": "benchmark", "source": source, "domain": "", "profile_id": "p1"}))
     metrics = IRP.metrics(table(rows), {})
     got = values(metrics)
     failures = {(r["judge"], r["metric"]): (r["value"], r["n"]) for r in metrics.to_pylist()
                 if r["metric"].startswith("failures_")}
     # correct, correct, context overflow scored 0, timeout excluded
     assert got[("profile", "IRP_accuracy")] == (pytest.approx(200 / 3), 3, 1)
-    assert got[("profile", "IRP_score")] == (75.0, 2, 1)                 # ((5-1)/4*100 + (3-1)/4*100) / 2
+    # 5, 3, 4, 2 -> 100, 50, 75, 25; excluded: the overflow and the timeout (no answer to judge), the parse error
+    assert got[("profile", "IRP_score")] == (62.5, 4, 3)
+    assert got[("profile", "IRP_score[kind=synthetic]")] == (75.0, 2, 1)
+    assert got[("profile", "IRP_score[kind=benchmark]")] == (50.0, 2, 2)
+    assert got[("profile", "IRP_score[source=gsm8k]")] == (25.0, 1, 2)
     assert failures[("", "failures_model")] == (1.0, 7)                 # 7 answer rows, 1 context overflow
     assert failures[("", "failures_no_answer")] == (1.0, 7)             # the timeout
-    assert failures[("j", "failures_judge")] == (1.0, 3)
+    assert failures[("j", "failures_judge")] == (1.0, 5)
 
 
 def test_a_rerun_merge_over_more_options_replaces_the_older_one():
@@ -256,9 +263,31 @@ def test_irp_judge_sees_the_context_the_model_saw():
         ctx = StageContext(stage_job(name, spec), [inst], {"generate": table([gen])})
         prompts[name] = judge_units(ctx)[0].request.messages[0]["content"]
     profile_text = render_profile(inst.profile)
-    assert shown.text in prompts["retrieval"] and profile_text not in prompts["retrieval"]
-    assert profile_text in prompts["profile"] and shown.text not in prompts["profile"]
-    assert profile_text not in prompts["base"] and "given the question alone" in prompts["base"]
+    # σ_irp(r̂, u, q): the user u is always given; then what the model was shown besides the question
+    parts = {name: prompt.split("What the assistant was shown", 1) for name, prompt in prompts.items()}
+    assert all(profile_text in user for user, _ in parts.values())
+    assert shown.text in parts["retrieval"][1] and profile_text not in parts["retrieval"][1]
+    assert profile_text in parts["profile"][1] and shown.text not in parts["profile"][1]
+    assert profile_text not in parts["base"][1] and "given the question alone" in parts["base"][1]
+
+
+def test_irp_judges_benchmark_items_and_every_persona_of_a_base_answer():
+    from prefray.benchmarks.prisk.data import load_instances
+    from prefray.benchmarks.prisk.irp import judge_units
+    from prefray.engine.benchmark import StageContext
+
+    instances = load_instances("irp", None, 1, True)
+    items = {i.item.item_id: i.item for i in instances}
+    profiles = {i.profile.profile_id for i in instances}
+    assert len(profiles) == 1 and {i.kind for i in items.values()} == {"benchmark", "synthetic"}
+    instances += [i.__class__(f"p-other--{i.item.item_id}", i.item, i.profile) for i in instances]
+    gens = [row("generate", "base", item_id, item=item_id, judge="", role="subject", text="ANSWER",
+                meta={"profile_id": "", "passages": []}) for item_id in items]
+    units = judge_units(StageContext(stage_job("base", {}), instances, {"generate": table(gens)}))
+    # one base answer per item, judged once per persona, benchmark-sourced items included
+    assert sorted(u.instance_id for u in units) == sorted(i.instance_id for i in instances)
+    assert {u.meta["kind"] for u in units} == {"benchmark", "synthetic"}
+    assert all(u.meta["answer_instance"] == u.item for u in units)
 
 
 def test_prompt_overrides_are_read_and_checked(tmp_path):
