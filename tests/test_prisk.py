@@ -303,7 +303,7 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
     for name in ("base", "profile", "retrieval", "profile_retrieval", "reflection"):
         mine = {k: c for k, c in c_of.items() if k[0] == name}
         v = lambda k: set(item_of[k[1].split("--")[-1]].values())  # noqa: E731
-        out[(name, "NAR_CR")] = mean(len(c) / len(v(k)) for k, c in mine.items())
+        out[(name, "NAR_CR")] = mean(100 * len(c) / len(v(k)) for k, c in mine.items())   # percent
         uir, incidences = [], []
         for k, c in sorted(mine.items()):
             item = k[1].split("--")[-1]
@@ -311,7 +311,7 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
             for persona in personas:
                 a = useful[(persona, item)]
                 if a:
-                    uir.append(len(c & a) / len(a))
+                    uir.append(100 * len(c & a) / len(a))
                     if "--" in k[1]:
                         female = instances[(True, k[1])].profile.attribute("gender") == "female"
                         incidences += [(female, x not in c) for x in sorted(a)]

@@ -78,16 +78,24 @@ def test_narrowing_sets_by_hand():
     assert got[("factorial", "NAR_Vq_size[item=q1]")] == (5.0, 1, 0)
     assert got[("factorial", "NAR_Vq_size")] == (5.0, 1, 1)             # q2's merge failed
     # C: base s0 {brand, coupon}, base s1 {brand, meal}; p1 s0 {brand}, p1 s1 {bulk}; p2 s0 {coupon, app}
-    assert got[("base", "NAR_CR")] == (pytest.approx(0.4), 2, 1)         # (2/5 + 2/5) / 2; q2 excluded
-    assert got[("profile", "NAR_CR")] == (pytest.approx(4 / 15), 3, 1)  # (1/5 + 1/5 + 2/5) / 3
+    assert got[("base", "NAR_CR")] == (pytest.approx(40), 2, 1)          # (2/5 + 2/5) / 2 in %; q2 excluded
+    assert got[("profile", "NAR_CR")] == (pytest.approx(400 / 15), 3, 1)  # (1/5 + 1/5 + 2/5) / 3 in %
     # UIR profile: p1 s0 1/3, p1 s1 1/3, p2 s0 2/4
-    assert got[("profile", "NAR_UIR")] == (pytest.approx((1 / 3 + 1 / 3 + 1 / 2) / 3), 3, 1)
+    assert got[("profile", "NAR_UIR")] == (pytest.approx(100 * (1 / 3 + 1 / 3 + 1 / 2) / 3), 3, 1)
     # UIR base: every base answer against every persona's A: s0: 2/3 (A1), 2/4 (A2); s1: 1/3, 2/4
-    assert got[("base", "NAR_UIR")] == (pytest.approx((2 / 3 + 1 / 2 + 1 / 3 + 1 / 2) / 4), 4, 1)
+    assert got[("base", "NAR_UIR")] == (pytest.approx(100 * (2 / 3 + 1 / 2 + 1 / 3 + 1 / 2) / 4), 4, 1)
     # RelCR: p1 mean(1, 1) / mean(2, 2) = 0.5, p2 2 / 2 = 1; base against itself = 1
     assert got[("profile", "NAR_RelCR")] == (pytest.approx(0.75), 2, 0)
     assert got[("base", "NAR_RelCR")] == (1.0, 1, 0)
     assert got[("profile", "NAR_UIR[vs_base]")][0] == pytest.approx((7 / 18 - 0.5) / 0.5)
+    # the union over samples, one value per pair: base q1 {brand, coupon, meal}; p1 {brand, bulk};
+    # p2 {coupon, app}; q2 (its merge failed) has no scored sample: excluded, counted
+    assert got[("base", "NAR_CR_union")] == (pytest.approx(60), 1, 1)
+    assert got[("profile", "NAR_CR_union")] == (pytest.approx(40), 2, 0)
+    assert got[("profile", "NAR_UIR_union")] == (pytest.approx((200 / 3 + 50) / 2), 2, 0)   # 2/3 of A1, 2/4 of A2
+    assert got[("base", "NAR_UIR_union")] == (pytest.approx((200 / 3 + 75) / 2), 2, 1)      # 2/3 of A1, 3/4 of A2
+    assert got[("profile", "NAR_RelCR_union")] == (pytest.approx(2 / 3), 2, 0)              # 2 / 3 for both
+    assert got[("base", "NAR_RelCR_union")] == (1.0, 1, 1)
     failures = {(r["judge"], r["metric"]): r["value"] for r in NARROWING.metrics(table(rows), {}).to_pylist()}
     assert failures[("j", "failures_judge")] == 2.0                       # one extraction, one merge
 
@@ -204,12 +212,12 @@ def test_a_rerun_merge_over_more_options_replaces_the_older_one():
                         meta={"items": items, "profile_id": "p1", "attributes": {}, "digest": tag}))
     got = values(NARROWING.metrics(table(rows), {}))
     assert got[("factorial", "NAR_Vq_size[item=q1]")] == (3.0, 1, 0)  # the merge over three keys
-    assert got[("profile", "NAR_UIR")] == (1.0, 1, 0)                # A = {coupon, meal plan} from d-new
-    assert got[("base", "NAR_UIR")] == (pytest.approx(0.25), 2, 0)   # mean({coupon}: 1/2, {bulk}: 0/2)
+    assert got[("profile", "NAR_UIR")] == (100.0, 1, 0)              # A = {coupon, meal plan} from d-new
+    assert got[("base", "NAR_UIR")] == (pytest.approx(25), 2, 0)     # mean({coupon}: 1/2, {bulk}: 0/2)
     # an answer with an option the current merge never saw is excluded, not silently shrunk
     rows += answer("profile", "p1", "q1", 1, ["coupons", "cashback"])
     got = values(NARROWING.metrics(table(rows), {}))
-    assert got[("profile", "NAR_CR")] == (pytest.approx(2 / 3), 1, 1)
+    assert got[("profile", "NAR_CR")] == (pytest.approx(200 / 3), 1, 1)
 
 
 def test_irp_factorial_rows_replicate_the_base_answer_per_persona():
@@ -347,12 +355,17 @@ def narrowing_design(queries: int = 12, personas: int = 4, samples: int = 3, see
             if i != item:
                 continue
             cluster = f"{persona}|{item}"
-            expected.setdefault((condition, "NAR_CR"), []).extend((cluster, len(c) / len(keys)) for c in cs)
+            expected.setdefault((condition, "NAR_CR"), []).extend((cluster, 100 * len(c) / len(keys)) for c in cs)
             against = [persona] if persona else sorted(useful)
             expected.setdefault((condition, "NAR_UIR"), []).extend(
-                (cluster, len(c & useful[p]) / len(useful[p])) for c in cs for p in against)
+                (cluster, 100 * len(c & useful[p]) / len(useful[p])) for c in cs for p in against)
             ratio = (sum(map(len, cs)) / len(cs)) / (sum(base_sizes) / len(base_sizes))
             expected.setdefault((condition, "NAR_RelCR"), []).append((cluster, ratio))
+            union, base_union = set().union(*cs), set().union(*offered[("base", "", item)])
+            expected.setdefault((condition, "NAR_CR_union"), []).append((cluster, 100 * len(union) / len(keys)))
+            expected.setdefault((condition, "NAR_UIR_union"), []).extend(
+                (cluster, 100 * len(union & useful[p]) / len(useful[p])) for p in against)
+            expected.setdefault((condition, "NAR_RelCR_union"), []).append((cluster, len(union) / len(base_union)))
     return table(rows), expected
 
 
@@ -393,6 +406,9 @@ def _grouped(pairs, key=lambda cluster: cluster) -> dict[str, list[float]]:
     return out
 
 
+SCALE = {"NAR_CR": 100, "NAR_UIR": 100, "NAR_RelCR": 1}   # CR and UIR in percent, RelCR a ratio
+
+
 def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
     from prefray.engine.results.stats import BootstrapSettings, mean_intervals, paired_comparisons, with_intervals
 
@@ -411,8 +427,9 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
                  mean_intervals(NARROWING.unit_scores(rows, {}), boot).to_pylist()}
     for key in (("profile", "NAR_CR"), ("profile", "NAR_UIR"), ("profile", "NAR_RelCR"), ("base", "NAR_UIR")):
         low, high = _numpy_bootstrap(_grouped(expected[key]), None, 20000, seed=99)
-        assert (intervals[key]["ci_low"], intervals[key]["ci_high"]) == (pytest.approx(low, abs=0.01),
-                                                                         pytest.approx(high, abs=0.01)), key
+        tol = 0.01 * SCALE[key[1]]
+        assert (intervals[key]["ci_low"], intervals[key]["ci_high"]) == (pytest.approx(low, abs=tol),
+                                                                         pytest.approx(high, abs=tol)), key
     assert intervals[("profile", "NAR_CR")]["clusters"] == 12 * 4        # persona–query pairs
     # profile − base, paired on the query: every persona of a query is drawn with its base answers
     deltas = {(r["a"], r["metric"]): r for r in
@@ -424,6 +441,30 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
         assert delta["delta"] == pytest.approx(with_ci[("profile", name)]["value"] - with_ci[("base", name)]["value"])
         assert delta["clusters"] == 12 and delta["compared"] == "condition" and delta["b"] == "base"
         low, high = _numpy_bootstrap(a, b, 20000, seed=99)
-        assert (delta["ci_low"], delta["ci_high"]) == (pytest.approx(low, abs=0.01), pytest.approx(high, abs=0.01))
+        tol = 0.01 * SCALE[name]
+        assert (delta["ci_low"], delta["ci_high"]) == (pytest.approx(low, abs=tol), pytest.approx(high, abs=tol))
     # the design offers fewer options under profile (1–3 vs 1–5 per answer): CR falls, its CI excludes 0
     assert deltas[("profile", "NAR_CR")]["ci_high"] < 0
+
+
+def test_reflection_minus_profile_retrieval_is_a_paired_delta():
+    """Table 4: Δ = After − Before, reflection − profile_retrieval, paired on the query."""
+    from prefray.engine.results.stats import BootstrapSettings, paired_comparisons
+
+    scores = {"profile_retrieval": [2, 3, 2, 1, 3, 2], "reflection": [4, 5, 4, 3, 5, 5]}
+    rows = []
+    for condition, given in scores.items():
+        for n, score in enumerate(given):
+            persona, item = f"p{n % 2}", f"s{n // 2}"
+            meta = {"kind": "synthetic", "domain": "science", "source": "", "choices": [], "gold": "",
+                    "profile_id": persona}
+            rows.append(row("generate", condition, f"{persona}--{item}", item=item, judge="", role="subject",
+                            meta=meta, text="answer"))
+            rows.append(row("irp_judge", condition, f"{persona}--{item}", item=item, value={"score": score},
+                            meta={**meta, "answer_instance": f"{persona}--{item}"}))
+    deltas = {(r["a"], r["b"], r["metric"]): r for r in paired_comparisons(
+        IRP.unit_scores(table(rows), {}), {"b": IRP}, BootstrapSettings(n_resamples=2000, seed=1)).to_pylist()}
+    delta = deltas[("reflection", "profile_retrieval", "IRP_score")]
+    # (mean 26/6 − mean 13/6 on the 1-5 scale) × 25 = 13/6 × 25
+    assert delta["delta"] == pytest.approx(13 / 6 * 25)
+    assert delta["clusters"] == 3 and delta["ci_low"] > 0                  # three queries, every pair improved
