@@ -463,7 +463,7 @@ def test_reflection_minus_profile_retrieval_is_a_paired_delta():
             rows.append(row("irp_judge", condition, f"{persona}--{item}", item=item, value={"score": score},
                             meta={**meta, "answer_instance": f"{persona}--{item}"}))
     deltas = {(r["a"], r["b"], r["metric"]): r for r in paired_comparisons(
-        IRP.unit_scores(table(rows), {}), {"b": IRP}, BootstrapSettings(n_resamples=2000, seed=1)).to_pylist()}
+        IRP.unit_scores(table(rows), {}), {IRP.name: IRP}, BootstrapSettings(n_resamples=2000, seed=1)).to_pylist()}
     delta = deltas[("reflection", "profile_retrieval", "IRP_score")]
     # (mean 26/6 − mean 13/6 on the 1-5 scale) × 25 = 13/6 × 25
     assert delta["delta"] == pytest.approx(13 / 6 * 25)
