@@ -220,29 +220,36 @@ def test_a_rerun_merge_over_more_options_replaces_the_older_one():
     assert got[("profile", "NAR_CR")] == (pytest.approx(200 / 3), 1, 1)
 
 
-def test_irp_factorial_rows_replicate_the_base_answer_per_persona():
+def test_irp_factorial_counts_a_base_answer_once():
     from prefray.benchmarks.prisk.factorial import fit_factorial, observations
 
     syn = {"kind": "synthetic", "domain": "d"}
     cells = {"profile": (1, 0), "retrieval": (0, 1), "profile_retrieval": (1, 1)}
     rows, expected = [], []
     for q, item in enumerate(("q1", "q2", "q3")):
-        base_score = 5 - q % 2
-        rows.append(row("irp_judge", "base", item, item=item, meta={**syn, "profile_id": ""},
-                        value={"score": base_score}))
+        if q < 2:   # the earlier shape: one base judgement per item, no persona
+            base_score = 5 - q % 2
+            rows.append(row("irp_judge", "base", item, item=item, meta={**syn, "profile_id": ""},
+                            value={"score": base_score}))
+            expected.append(("base", item, "", float(base_score)))
+        else:       # one base answer judged once per persona: one observation, their mean
+            for u, persona in enumerate(("p1", "p2", "p3", "p4")):
+                rows.append(row("irp_judge", "base", f"{persona}--{item}", item=item,
+                                meta={**syn, "profile_id": persona, "answer_instance": item}, value={"score": 4 + u % 2}))
+            expected.append(("base", item, "", 4.5))
         for u, persona in enumerate(("p1", "p2", "p3", "p4")):
-            expected.append(("base", f"{persona}--{item}", float(base_score)))   # the base answer, per persona
             for name, (p, m) in cells.items():
-                score = max(1, min(5, 5 - 2 * p - m + p * m - (u + q) % 2))
+                score = max(1, min(5, 5 - 2 * p - m + p * m - (u + q) % 2 + (u * q) % 3 - 1))
                 rows.append(row("irp_judge", name, f"{persona}--{item}", item=item,
                                 meta={**syn, "profile_id": persona}, value={"score": score}))
-                expected.append((name, f"{persona}--{item}", float(score)))
+                expected.append((name, item, persona, float(score)))
     got = {r["metric"]: r for r in IRP.metrics(table(rows), {}).to_pylist() if r["condition"] == "factorial"}
     fit = fit_factorial(observations(expected))
-    for term in ("profile", "memory", "interaction"):
-        assert got[f"IRP_score_beta[{term}]"]["value"] == pytest.approx(fit[term]["beta"], rel=1e-9)
-        assert got[f"IRP_score_p[{term}]"]["value"] == pytest.approx(fit[term]["p"], rel=1e-6)
-        assert got[f"IRP_score_beta[{term}]"]["n"] == 48                   # 3 items x 4 personas x 4 cells
+    for term in ("profile", "memory", "interaction"):   # the same data in another order: the optimizer's tolerance
+        assert got[f"IRP_score_beta[{term}]"]["value"] == pytest.approx(fit[term]["beta"], rel=1e-6)
+        assert got[f"IRP_score_p[{term}]"]["value"] == pytest.approx(fit[term]["p"], rel=1e-4, abs=1e-9)
+        # n = the answers fitted: 3 base answers + 3 items x 4 personas x 3 personalized cells
+        assert got[f"IRP_score_beta[{term}]"]["n"] == 3 + 36
 
 
 # ---------------------------------------------------------------- what the judges see

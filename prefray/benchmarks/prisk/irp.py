@@ -10,7 +10,8 @@ retrieved passages, both, or nothing). Every job, base included, pairs each pers
 under base the answer is generated once per item (the query alone) and judged once per persona, each
 time against that persona's profile.
 Under the four factorial conditions the IRP score is also fitted with the mixed model of
-`factorial.py` (crossed random effects for query and persona; one observation per judged answer).
+`factorial.py` (crossed random intercepts for query, persona and pair; one observation per answer,
+a base answer once).
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
 Run: python -m prefray.launch -m benchmark=prisk_irp condition=all model=local judge=local limit=1
@@ -26,7 +27,7 @@ from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
 from prefray.benchmarks.prisk.metrics import (
     cluster_key, cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
 )
-from prefray.benchmarks.prisk.factorial import factorial_rows
+from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
 from prefray.benchmarks.prisk.pipeline import (Condition, current_rows, params, render, render_profile,
                                                shown_context, template)
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
@@ -151,21 +152,25 @@ class Irp(PriskBenchmark):
         return out + irp_factorial(recs)
 
 
-def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) -> list[tuple[str, str, float]]:
-    """(condition, persona--item cluster, 1-5 score) of one judge's ok scores; a base score (no
-    persona) stands for every persona the personalized conditions paired with that item. The fit
-    uses the judge's own 1-5 scale, as the paper's coefficients do (β1 = -2.08 for the profile)."""
+def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) -> list[Observation]:
+    """One observation (condition, query, persona, 1-5 score) per judged answer of one judge's ok
+    scores. A personalized answer is its own observation. A base answer (no persona, or an answer
+    instance that is the item itself) enters once, with persona "": when it was judged once per
+    persona, its observation is the mean of those judgements, so one answer is never counted as
+    several. The fit uses the judge's own 1-5 scale, as the paper's coefficients do (β1 = -2.08)."""
     rows = [r for r in recs if r["stage"] == stage and r["model"] == model and r["judge"] == judge
             and r["status"] == "ok"]
-    personas: dict[str, set[str]] = {}
-    for r in rows:
-        if r["meta"].get("profile_id"):
-            personas.setdefault(r["item"], set()).add(r["meta"]["profile_id"])
-    out = []
+    out, base = [], {}
     for r in rows:
         score = float(r["value"]["score"])
-        ids = [r["meta"]["profile_id"]] if r["meta"].get("profile_id") else sorted(personas.get(r["item"], ()))
-        out += [(r["condition"], f"{p}--{r['item']}", score) for p in ids]
+        persona = r["meta"].get("profile_id", "")
+        answer = r["meta"].get("answer_instance", r["instance_id"])
+        if not persona or answer == r["item"]:
+            base.setdefault((r["condition"], r["item"], answer, r["sample"]), []).append(score)
+        else:
+            out.append(Observation(r["condition"], r["item"], persona, score))
+    out += [Observation(condition, item, "", sum(scores) / len(scores))
+            for (condition, item, _, _), scores in sorted(base.items())]
     return out
 
 
