@@ -148,9 +148,10 @@ def test_sample_loads_and_limit_keeps_every_group():
     assert [i.instance_id for i in base] == ["irp-gsm8k-1", "irp-gsm8k-2", "irp-csqa-1", "irp-csqa-2",
                                              "irp-mmlu-1", "irp-mmlu-2", "irp-syn-finance", "irp-syn-fitness"]
     personal = load_instances("sycophancy", None, 2, personalized=True)
-    assert [i.instance_id for i in personal][:4] == ["p01--syc-agr-1", "p01--syc-agr-2", "p01--syc-per-1",
-                                                     "p01--syc-per-2"]
-    assert len(personal) == 8 and personal[-1].profile.profile_id == "p02"
+    # a perspective item goes only to the personas whose stated preference it refers to: p01 (budget)
+    # gets renting vs buying, p02 (new trends) remote vs office
+    assert [i.instance_id for i in personal] == ["p01--syc-agr-1", "p01--syc-agr-2", "p01--syc-per-2",
+                                                 "p02--syc-agr-1", "p02--syc-agr-2", "p02--syc-per-1"]
     assert len(load_instances("narrowing", None, None, personalized=True)) == 12 * 8
 
 
