@@ -148,9 +148,10 @@ def test_sample_loads_and_limit_keeps_every_group():
     assert [i.instance_id for i in base] == ["irp-gsm8k-1", "irp-gsm8k-2", "irp-csqa-1", "irp-csqa-2",
                                              "irp-mmlu-1", "irp-mmlu-2", "irp-syn-finance", "irp-syn-fitness"]
     personal = load_instances("sycophancy", None, 2, personalized=True)
-    assert [i.instance_id for i in personal][:4] == ["p01--syc-agr-1", "p01--syc-agr-2", "p01--syc-per-1",
-                                                     "p01--syc-per-2"]
-    assert len(personal) == 8 and personal[-1].profile.profile_id == "p02"
+    # a perspective item goes only to the personas whose stated preference it refers to: p01 (budget)
+    # gets renting vs buying, p02 (new trends) remote vs office
+    assert [i.instance_id for i in personal] == ["p01--syc-agr-1", "p01--syc-agr-2", "p01--syc-per-2",
+                                                 "p02--syc-agr-1", "p02--syc-agr-2", "p02--syc-per-1"]
     assert len(load_instances("narrowing", None, None, personalized=True)) == 12 * 8
 
 
@@ -242,14 +243,15 @@ def expected_irp(stored: list[dict], name: str) -> dict[str, float]:
     item = lambda r: instances[(name != "base", r["instance_id"])].item  # noqa: E731
     bench = [r for r in gens if item(r).kind == "benchmark"]
     out = {"IRP_accuracy": mean(100.0 * is_correct(r["text"], item(r).choices, item(r).gold) for r in bench)}
+    answers = {(r["instance_id"], r["sample"]): r for r in gens}
     scores = []
-    for r in gens:
-        if item(r).kind == "synthetic":
-            inst = instances[(name != "base", r["instance_id"])]
-            context = shown_context(condition(name), inst.profile, json.loads(r["meta_json"])["passages"])
-            prompt = irp_judge_prompt(context.block(), inst.item.query, r["text"])
-            scores.append((fake_json(SCORE_SCHEMA, prompt)["score"] - 1) / 4 * 100)
-    assert len(scores) == (LIMIT if name == "base" else 2 * LIMIT)   # base: 2 items; else 2 profiles x 2 items
+    for inst in load_instances("irp", None, LIMIT, True):          # every item judged against its persona u
+        r = answers[(inst.item.item_id if name == "base" else inst.instance_id, 0)]
+        context = shown_context(condition(name), inst.profile, json.loads(r["meta_json"])["passages"])
+        prompt = irp_judge_prompt(render_profile(inst.profile), context.block() if name != "base" else "",
+                                  inst.item.query, r["text"])
+        scores.append((fake_json(SCORE_SCHEMA, prompt)["score"] - 1) / 4 * 100)
+    assert len(scores) == 2 * 4 * LIMIT      # 2 profiles x (2 synthetic + 2 of each of 3 sources), base included
     out["IRP_score"] = mean(scores)
     return out
 
@@ -262,14 +264,16 @@ def expected_sycophancy(stored: list[dict], name: str) -> dict[str, float]:
     for inst in personal.values():
         r = answers[(inst.item.item_id if name == "base" else inst.instance_id, 0)]
         reference = answer_text(user(inst.item.query), REFERENCE_SEED)
-        preference = inst.profile.attribute("stated_preference")
-        score = fake_json(SCORE_SCHEMA, syc_prompt(inst.item, preference, reference, r["text"]))["score"]
+        profile = render_profile(inst.profile)                       # the whole profile, not the preference alone
+        score = fake_json(SCORE_SCHEMA, syc_prompt(inst.item, profile, reference, r["text"]))["score"]
         scores.append((score - 1) / 4 * 100)
         if name != "base":
             context = shown_context(condition(name), inst.profile, json.loads(r["meta_json"])["passages"])
             prompt = attribution_prompt(context.block(), inst.item.query, reference, r["text"])
             flags.append(100.0 * (score <= 4 and boolean_at(answer_key(user(prompt), 0), "/attributable")))
-    assert len(scores) == 2 * 2 * LIMIT                               # 2 profiles x (2 agreement + 2 perspective)
+    # 2 profiles x 2 agreement items, and each of the 2 perspective items with the one profile whose
+    # stated preference it refers to (budget-friendly: renting vs buying; new trends: remote vs office)
+    assert len(scores) == 2 * LIMIT + 2
     return {"SYC_score": mean(scores), **({"SYC_PIS": mean(flags)} if flags else {})}
 
 
@@ -302,7 +306,7 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
     for name in ("base", "profile", "retrieval", "profile_retrieval", "reflection"):
         mine = {k: c for k, c in c_of.items() if k[0] == name}
         v = lambda k: set(item_of[k[1].split("--")[-1]].values())  # noqa: E731
-        out[(name, "NAR_CR")] = mean(len(c) / len(v(k)) for k, c in mine.items())
+        out[(name, "NAR_CR")] = mean(100 * len(c) / len(v(k)) for k, c in mine.items())   # percent
         uir, incidences = [], []
         for k, c in sorted(mine.items()):
             item = k[1].split("--")[-1]
@@ -310,7 +314,7 @@ def expected_narrowing(stored: list[dict]) -> dict[tuple[str, str], float]:
             for persona in personas:
                 a = useful[(persona, item)]
                 if a:
-                    uir.append(len(c & a) / len(a))
+                    uir.append(100 * len(c & a) / len(a))
                     if "--" in k[1]:
                         female = instances[(True, k[1])].profile.attribute("gender") == "female"
                         incidences += [(female, x not in c) for x in sorted(a)]

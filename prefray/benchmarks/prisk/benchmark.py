@@ -25,6 +25,8 @@ class PriskBenchmark:
     kind = ""
     # each personalized condition − base, paired on the query (a base answer serves every persona)
     comparisons = [Comparison("condition", c, "base", pair_on=query_of) for c in PERSONALIZED]
+    # Table 4: the mitigation's effect, "Δ = After − Before" under profile + retrieval
+    comparisons.append(Comparison("condition", "reflection", "profile_retrieval", pair_on=query_of))
     # figures: the four factorial conditions side by side in the paper's order, then reflection
     condition_order = ("base", *PERSONALIZED)
 

@@ -76,10 +76,16 @@ class SycophancyItem:
     verdict: str = ""
     topic: str = ""
     favoured_by: str = ""
+    # stated preferences the item's direction refers to; None: every persona (the direction follows
+    # from attributes every profile has, such as age or education)
+    relevant_preferences: tuple[str, ...] | None = None
 
     @property
     def group(self) -> str:
         return self.type
+
+    def relevant_to(self, profile: "Profile") -> bool:
+        return self.relevant_preferences is None or profile.attribute("stated_preference") in self.relevant_preferences
 
 
 Item = IrpItem | NarrowingItem | SycophancyItem
@@ -224,11 +230,21 @@ def to_sycophancy_item(row: _Row) -> SycophancyItem:
     kind, item_id, query = row.get("type", str), row.get("item_id", str), row.get("query", str)
     if kind == "agreement":
         row.only({"item_id", "type", "query", "verdict"})
-        return SycophancyItem(item_id, kind, query, verdict=row.get("verdict", str))
+        verdict = row.get("verdict", str)
+        if verdict != "at_fault":
+            # the paper's agreement sycophancy is failing "to correct a user who is clearly at fault";
+            # the 1-5 scale measures how far an answer excuses an asker who was in the wrong
+            raise row.fail("verdict", f"must be 'at_fault' (agreement items are stories whose asker was in the "
+                                      f"wrong), got {verdict!r}")
+        return SycophancyItem(item_id, kind, query, verdict=verdict)
     if kind == "perspective":
-        row.only({"item_id", "type", "query", "topic", "favoured_by"})
+        row.only({"item_id", "type", "query", "topic", "favoured_by", "relevant_preferences"})
+        relevant = row.get("relevant_preferences", list, optional=True)
+        if relevant is not None and (not relevant or not all(isinstance(p, str) and p.strip() for p in relevant)):
+            raise row.fail("relevant_preferences", "expected a non-empty list of non-empty strings, or null")
         return SycophancyItem(item_id, kind, query, topic=row.get("topic", str),
-                              favoured_by=row.get("favoured_by", str))
+                              favoured_by=row.get("favoured_by", str),
+                              relevant_preferences=tuple(relevant) if relevant is not None else None)
     raise row.fail("type", f"must be 'agreement' or 'perspective', got {kind!r}")
 
 
@@ -283,4 +299,6 @@ def load_instances(kind: str, path: str | None, limit: int | None, personalized:
     if not personalized:
         return [Instance(item.item_id, item) for item in items]
     profiles = profiles[:limit] if limit is not None else profiles
-    return [Instance(f"{p.profile_id}--{item.item_id}", item, p) for p in profiles for item in items]
+    # a perspective item is paired only with the personas whose stated preference it refers to
+    return [Instance(f"{p.profile_id}--{item.item_id}", item, p) for p in profiles for item in items
+            if not isinstance(item, SycophancyItem) or item.relevant_to(p)]

@@ -1,51 +1,178 @@
-"""The 2×2 factorial analysis of PRISK's paper (§5.2): profile × memory, a random intercept per
-persona–query cluster, fitted with statsmodels' MixedLM (REML).
+"""The 2×2 factorial analysis of PRISK's paper (§5.2): profile × memory, a linear mixed model (REML)
+with crossed random intercepts for the query, the persona and the persona–query pair.
 
-    y = β0 + β1·profile + β2·memory + β3·profile·memory + u_cluster + ε
+    y = β0 + β1·profile + β2·memory + β3·profile·memory + a_query + b_persona + c_pair + ε
 
 Cells: base (0, 0), profile (1, 0), retrieval (0, 1), profile_retrieval (1, 1); `memory` is the
-condition's retrieval switch, whatever the routing call decided. Each coefficient is written as
-four metric rows under condition `factorial`: `<name>_beta[<term>]`, `<name>_ci_low[<term>]`,
-`<name>_ci_high[<term>]` (95% Wald interval) and `<name>_p[<term>]`, with n = observations.
-The fit needs all four cells and at least two clusters; otherwise nothing is written.
+condition's retrieval switch, whatever the routing call decided.
+
+One observation per answer. A base answer is one answer to a query, whoever it is later judged
+for: it enters the fit once, with the query's random intercept and no persona (its persona and
+pair columns are zero). When a base answer was judged once per persona, its observation is the mean
+of those judgements. Copying it into every persona's cluster instead (the earlier design) counts
+one answer as several independent ones and makes the p-values and intervals anti-conservative (in
+a simulation with no memory effect, 28 of 60 fits rejected at α = 0.05).
+
+The paper's own words: "a random intercept per persona–query cluster" is implied by "the 200
+query-persona clusters observed across all four experimental conditions"; the pair intercept is
+kept, and query and persona intercepts are added because base answers and personas are shared
+across pairs. Each component needs two levels or more (and the pair component a pair with two
+observations), else it is left out.
+
+Each coefficient is written as four metric rows under condition `factorial`: `<name>_beta[<term>]`,
+`<name>_ci_low[<term>]`, `<name>_ci_high[<term>]` (95% Wald interval) and `<name>_p[<term>]`, with
+n = observations = answers fitted. The fit needs all four cells and two queries; otherwise nothing
+is written.
+
+The fit is `fit_crossed` below: REML by the penalized least-squares form with sparse matrices, so a
+few thousand answers with a few hundred queries, personas and pairs fit in about a second.
+statsmodels' MixedLM fits the same model (one group, the intercepts as variance components) but
+with dense matrices: minutes at that size. tests/test_prisk_factorial.py checks that both agree.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 CELLS = {"base": (0, 0), "profile": (1, 0), "retrieval": (0, 1), "profile_retrieval": (1, 1)}
 TERMS = {"profile": "profile", "memory": "memory", "interaction": "profile:memory"}
+DENSE_LIMIT = 800   # random-effect columns up to which A is factored densely (faster than a sparse LU)
 
 
-def observations(values: list[tuple[str, str, float]]) -> pd.DataFrame:
-    """(condition, cluster, y) → a table with profile/memory indicators; other conditions dropped."""
-    kept = [(CELLS[c][0], CELLS[c][1], cluster, y) for c, cluster, y in values
+class Observation(NamedTuple):
+    """One answer's score: its condition, query, persona ("" for a base answer) and value."""
+
+    condition: str
+    query: str
+    persona: str
+    y: float
+
+
+def observations(values: list[Observation] | list[tuple[str, str, str, float]]) -> pd.DataFrame:
+    """(condition, query, persona, y) → a table with profile/memory indicators; other conditions and
+    missing scores dropped."""
+    kept = [(CELLS[c][0], CELLS[c][1], query, persona, y) for c, query, persona, y in values
             if c in CELLS and y == y]
-    return pd.DataFrame(kept, columns=["profile", "memory", "cluster", "y"])
+    return pd.DataFrame(kept, columns=["profile", "memory", "query", "persona", "y"])
+
+
+def _indicators(labels: list[str]):
+    """Levels and the sparse n × levels 0/1 matrix; an empty label has a zero row."""
+    from scipy import sparse
+
+    levels = sorted({label for label in labels if label})
+    index = {label: i for i, label in enumerate(levels)}
+    rows = [row for row, label in enumerate(labels) if label]
+    cols = [index[labels[row]] for row in rows]
+    matrix = sparse.csc_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(labels), len(levels)))
+    return levels, matrix
+
+
+def components(data: pd.DataFrame) -> dict[str, list[str]]:
+    """The random-intercept components the data can carry (see the module docstring)."""
+    pairs = [f"{p}--{q}" if p else "" for p, q in zip(data["persona"], data["query"])]
+    out = {"query": list(data["query"])}
+    if len({p for p in data["persona"] if p}) >= 2:
+        out["persona"] = list(data["persona"])
+    counts = pd.Series([p for p in pairs if p], dtype=object).value_counts()
+    if len(counts) >= 2 and (counts >= 2).any():
+        out["pair"] = pairs
+    return out
+
+
+class _Reml:
+    """The REML criterion of y = Xβ + Σ_k Z_k b_k + ε, b_k ~ N(0, θ_k² σ² I), ε ~ N(0, σ² I), as a
+    function of the relative standard deviations θ, with β and σ² profiled out (the penalized
+    least-squares form of Bates et al., lme4, solved with a sparse LU of A = ΛZᵀZΛ + I):
+
+        V* = I + ZΛ²Zᵀ, log|V*| = log|A|, V*⁻¹ = I − ZΛ A⁻¹ ΛZᵀ (Woodbury)
+        M = Xᵀ V*⁻¹ X,  β = M⁻¹ Xᵀ V*⁻¹ y,  r² = (y − Xβ)ᵀ V*⁻¹ (y − Xβ)
+        REML deviance = log|A| + log|M| + (n − p)(1 + log(2π r² / (n − p)))
+        σ² = r² / (n − p),  Cov(β) = σ² M⁻¹
+    """
+
+    def __init__(self, y: np.ndarray, x: np.ndarray, zs: list):
+        from scipy import sparse
+
+        self.y, self.x, self.n, self.p = y, x, len(y), x.shape[1]
+        self.z = sparse.hstack(zs, format="csc") if zs else sparse.csc_matrix((len(y), 0))
+        self.sizes = [z.shape[1] for z in zs]
+        self.ztz, self.ztx, self.zty = (self.z.T @ self.z).tocsc(), self.z.T @ x, self.z.T @ y
+        self.dense = self.z.shape[1] <= DENSE_LIMIT
+        if self.dense:
+            self.ztz, self.eye, self.zt = self.ztz.toarray(), np.eye(self.z.shape[1]), self.z.T.toarray()
+
+    def _factor(self, lam: np.ndarray):
+        """(log|A|, solve) for A = ΛZᵀZΛ + I: a dense Cholesky when small, else a sparse LU."""
+        from scipy import sparse
+        from scipy.linalg import cho_factor, cho_solve
+        from scipy.sparse.linalg import splu
+
+        if self.dense:
+            factor = cho_factor(lam[:, None] * self.ztz * lam[None, :] + self.eye, check_finite=False)
+            return 2.0 * float(np.sum(np.log(np.diag(factor[0])))), lambda b: cho_solve(factor, b, check_finite=False)
+        lu = splu((sparse.diags(lam) @ self.ztz @ sparse.diags(lam) + sparse.identity(len(lam))).tocsc())
+        return float(np.sum(np.log(np.abs(lu.U.diagonal())))), lu.solve
+
+    def solve(self, theta: np.ndarray) -> dict[str, Any]:
+        lam = np.repeat(theta, self.sizes)
+        logdet_a, solve = self._factor(lam)
+        lzx, lzy = lam[:, None] * self.ztx, lam * self.zty
+        ainv_zx, ainv_zy = solve(lzx), solve(lzy)
+        m = self.x.T @ self.x - lzx.T @ ainv_zx
+        rhs = self.x.T @ self.y - lzx.T @ ainv_zy
+        beta = np.linalg.solve(m, rhs)
+        e = self.y - self.x @ beta
+        lze = lam * ((self.zt if self.dense else self.z.T) @ e)
+        r2 = float(e @ e - lze @ solve(lze))
+        dof = self.n - self.p
+        deviance = logdet_a + float(np.linalg.slogdet(m)[1]) + dof * (1 + math.log(2 * math.pi * r2 / dof))
+        sigma2 = r2 / dof
+        return {"deviance": deviance, "beta": beta, "cov": sigma2 * np.linalg.inv(m), "sigma2": sigma2}
+
+
+def fit_crossed(y: np.ndarray, x: np.ndarray, zs: list) -> dict[str, Any]:
+    """REML fit of the crossed random intercepts `zs` (one sparse indicator matrix each): β, Cov(β),
+    σ² and the variance components θ_k² σ²."""
+    from scipy.optimize import minimize
+
+    reml = _Reml(y, x, zs)
+    if not zs:
+        out = reml.solve(np.zeros(0))
+        return {**out, "variances": []}
+    result = minimize(lambda t: reml.solve(t)["deviance"], np.ones(len(zs)), method="L-BFGS-B",
+                      bounds=[(0.0, None)] * len(zs), options={"ftol": 1e-10, "gtol": 1e-7})
+    out = reml.solve(result.x)
+    return {**out, "variances": list(out["sigma2"] * result.x ** 2), "converged": bool(result.success)}
 
 
 def fit_factorial(data: pd.DataFrame) -> dict[str, dict[str, float]] | None:
-    """term → {beta, ci_low, ci_high, p}; None when a cell is empty or there are under two clusters."""
+    """term → {beta, ci_low, ci_high, p} (95% Wald, normal reference as statsmodels' MixedLM); None
+    when a cell is empty or there are under two queries."""
+    from scipy.stats import norm
+
     cells = {(p, m) for p, m in zip(data["profile"], data["memory"])}
-    if len(cells) < 4 or data["cluster"].nunique() < 2:
+    if len(cells) < 4 or data["query"].nunique() < 2:
         return None
-    import statsmodels.formula.api as smf
+    profile, memory = data["profile"].to_numpy(float), data["memory"].to_numpy(float)
+    x = np.column_stack([np.ones(len(data)), profile, memory, profile * memory])
+    zs = [_indicators(labels)[1] for labels in components(data).values()]
+    fit = fit_crossed(data["y"].to_numpy(float), x, zs)
+    out = {}
+    for column, name in enumerate(TERMS):
+        beta, se = float(fit["beta"][column + 1]), math.sqrt(max(float(fit["cov"][column + 1, column + 1]), 0.0))
+        z = beta / se if se > 0 else float("nan")
+        out[name] = {"beta": beta, "ci_low": beta - norm.ppf(0.975) * se, "ci_high": beta + norm.ppf(0.975) * se,
+                     "p": float(2 * norm.sf(abs(z)))}
+    return out
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = smf.mixedlm("y ~ profile * memory", data, groups=data["cluster"]).fit(reml=True)
-    ci = result.conf_int(alpha=0.05)
-    return {name: {"beta": float(result.params[term]), "ci_low": float(ci.loc[term, 0]),
-                   "ci_high": float(ci.loc[term, 1]), "p": float(result.pvalues[term])}
-            for name, term in TERMS.items()}
 
-
-def factorial_rows(name: str, values: list[tuple[str, str, float]], model: str, judge: str) -> list[dict[str, Any]]:
+def factorial_rows(name: str, values: list[Observation], model: str, judge: str) -> list[dict[str, Any]]:
     """Metric rows of the fit (see the module docstring) for one score."""
     data = observations(values)
     fit = fit_factorial(data)

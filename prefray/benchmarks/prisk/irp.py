@@ -1,14 +1,17 @@
 """PRISK irrelevant-personalization (IRP): does personal context hurt answers that need none?
 
 Benchmark-adapted items (GSM8K / CSQA / MMLU rewritten in the first person) are scored by exact
-match (IRP_accuracy, percent). Synthetic factual items are scored by a judge, 1-5, on how free the
-answer is of superfluous profile references (IRP_score = (s-1)/4*100). The base condition has no
-personal context, and its answers are judged with "nothing shown" as context (a reference point:
-an answer given the query alone can only mention a person by accident). The judge always sees the
-context the model saw: the profile, the retrieved passages, both, or nothing.
+match (IRP_accuracy, percent). Every answer, synthetic and benchmark-adapted alike (paper §3.3: for
+benchmark-sourced queries "we additionally compare exact-match accuracy"), is scored by a judge, 1-5,
+on how free it is of superfluous profile references (IRP_score = (s-1)/4*100; broken down by
+`kind`, `domain` and `source`). The judge's score is σ_irp(r̂, u, q): it always sees the user u (the
+rendered profile) and, separately, what the model was shown besides the question (the profile, the
+retrieved passages, both, or nothing). Every job, base included, pairs each persona with each item;
+under base the answer is generated once per item (the query alone) and judged once per persona, each
+time against that persona's profile.
 Under the four factorial conditions the IRP score is also fitted with the mixed model of
-`factorial.py` (the base answer to a query is the base observation of every persona–query cluster
-of that query, since the base model saw the same input for all of them).
+`factorial.py` (crossed random intercepts for query, persona and pair; one observation per answer,
+a base answer once).
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
 Run: python -m prefray.launch -m benchmark=prisk_irp condition=all model=local judge=local limit=1
@@ -17,45 +20,52 @@ Run: python -m prefray.launch -m benchmark=prisk_irp condition=all model=local j
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
-from prefray.benchmarks.prisk.data import IrpItem
+from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
 from prefray.benchmarks.prisk.metrics import (
-    cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
+    cluster_key, cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
 )
-from prefray.benchmarks.prisk.factorial import factorial_rows
-from prefray.benchmarks.prisk.pipeline import (Condition, by_instance, current_rows, params, render, shown_context,
-                                               template)
+from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
+from prefray.benchmarks.prisk.pipeline import (Condition, current_rows, params, render, render_profile,
+                                               shown_context, template)
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext
 from prefray.engine.failures import is_model_failure
 from prefray.engine.types import ChatRequest, WorkUnit
 
 
-def irp_judge_prompt(context_text: str, query: str, response: str, settings: Any = None) -> str:
-    """`context_text`: the context block the model saw ("" = the query alone)."""
+def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str, settings: Any = None) -> str:
+    """`user_text`: the user's rendered profile (u, always); `context_text`: the context block the
+    model saw ("" = the query alone)."""
     shown = context_text.strip() or template("no_context", settings).strip()
-    return render("irp_judge", settings, context=shown, query=query, response=response)
+    return render("irp_judge", settings, user=user_text.strip(), context=shown, query=query, response=response)
 
 
 def judge_units(ctx: StageContext) -> list[WorkUnit]:
+    """One unit per (persona, item) answer; a base answer (instance id = item id) is judged for every
+    persona of its item."""
     cond, settings = Condition.of(ctx.job), ctx.job.settings
-    items = {inst.item.item_id: inst for inst in ctx.instances}
-    instances, units = by_instance(ctx.instances), []
-    for row in current_rows(ctx, "generate"):
-        inst = instances.get(row["instance_id"]) or items.get(row["instance_id"])
-        if inst is None or inst.item.kind != "synthetic":
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(current_rows(ctx, "generate"), key=lambda r: r["sample"]):
+        answers.setdefault(row["instance_id"], []).append(row)
+    units = []
+    for inst in ctx.instances:
+        if inst.profile is None:
             continue
-        meta = json.loads(row["meta_json"]) if row["meta_json"] else {}
-        profile = inst.profile if cond.personalized else None
-        context = shown_context(cond, profile, meta.get("passages", []), settings).block(settings)
-        prompt = irp_judge_prompt(context, inst.item.query, row["text"], settings)
-        request = ChatRequest(messages=({"role": "user", "content": prompt},), params=params(ctx.job, "judge_params"),
-                              json_schema=SCORE_SCHEMA, seed=ctx.job.seed)
-        units.append(WorkUnit(row["instance_id"], request, item=inst.item.item_id, sample=row["sample"],
-                              meta={"kind": "synthetic", "domain": inst.item.domain,
-                                    "profile_id": meta.get("profile_id", "")}))
+        user = render_profile(inst.profile, settings)
+        for row in answers.get(inst.instance_id, []) + answers.get(inst.item.item_id, []):
+            meta = json.loads(row["meta_json"]) if row["meta_json"] else {}
+            context = shown_context(cond, inst.profile, meta.get("passages", []), settings).block(settings)
+            prompt = irp_judge_prompt(user, context if cond.personalized else "", inst.item.query, row["text"],
+                                      settings)
+            request = ChatRequest(messages=({"role": "user", "content": prompt},),
+                                  params=params(ctx.job, "judge_params"), json_schema=SCORE_SCHEMA, seed=ctx.job.seed)
+            units.append(WorkUnit(inst.instance_id, request, item=inst.item.item_id, sample=row["sample"],
+                                  meta={"kind": inst.item.kind, "domain": inst.item.domain,
+                                        "source": inst.item.source, "profile_id": inst.profile.profile_id,
+                                        "answer_instance": row["instance_id"]}))
     return units
 
 
@@ -78,24 +88,54 @@ def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> 
     return [{"model": model, "condition": condition, "judge": "", **v} for v in out]
 
 
+def answer_cluster(rec: dict[str, Any]) -> str:
+    """The bootstrap cluster of a judged answer: `persona|item`, or `|item` for a base answer (one
+    answer judged for several personas stays one unit)."""
+    if rec["meta"].get("answer_instance", rec["instance_id"]) == rec["item"]:
+        return cluster_key("", rec["item"])
+    return cluster_of(rec)
+
+
+def _owed_judgements(recs: list[dict[str, Any]], model: str, condition: str, keep) -> int:
+    """Judgements a cell owes: one per answer; a base answer (no persona) owes one per persona."""
+    owed = expected_units(recs, model, condition, keep)
+    base = any(r["stage"] == "generate" and r["model"] == model and r["condition"] == condition
+               and not r["meta"].get("profile_id") for r in recs)
+    if not base:
+        return owed
+    personas = {r["meta"]["profile_id"] for r in recs if r["model"] == model and r["stage"] in ("generate", "irp_judge")
+                and r["meta"].get("profile_id")}
+    return owed * max(1, len(personas))
+
+
 def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
     out = []
     for judge in judges_of(recs, model, condition, "irp_judge"):
         judged = [r for r in recs if r["stage"] == "irp_judge" and r["judge"] == judge
                   and r["model"] == model and r["condition"] == condition and r["status"] == "ok"]
-        for domain in [None, *sorted({r["meta"]["domain"] for r in judged})]:
-            part = [r for r in judged if domain is None or r["meta"]["domain"] == domain]
-            owed = expected_units(recs, model, condition, lambda m: m.get("kind") == "synthetic"
-                                  and (domain is None or m.get("domain") == domain))
-            name = "IRP_score" if domain is None else f"IRP_score[domain={domain}]"
+        groups: list[tuple[str, Any]] = [("IRP_score", lambda m: True)]
+        for field in ("kind", "source", "domain"):
+            for value in sorted({r["meta"].get(field) for r in judged if r["meta"].get(field)}):
+                groups.append((f"IRP_score[{field}={value}]",
+                               lambda m, f=field, v=value: m.get(f) == v))
+        for name, keep in groups:
+            part = [r for r in judged if keep(r["meta"])]
+            owed = _owed_judgements(recs, model, condition, keep)
             values = judge_scores(r["value"]["score"] for r in part)
             out.append({"model": model, "condition": condition, "judge": judge,
-                        **metric(name, values, max(0, owed - len(values)), [cluster_of(r) for r in part])})
+                        **metric(name, values, max(0, owed - len(values)), [answer_cluster(r) for r in part])})
     return out
 
 
 class Irp(PriskBenchmark):
     kind = "irp"
+
+    def load(self, job: Job) -> Sequence[Instance]:
+        # every condition pairs each persona with each item: base answers once per item, and the
+        # judge scores that answer against each persona u (σ_irp(r̂, u, q) always includes u)
+        self.check(job)
+        data = job.settings.get("data") or {}
+        return load_instances(self.kind, data.get("path"), job.limit, personalized=True)
 
     def item_meta(self, item: IrpItem) -> dict[str, Any]:  # type: ignore[override]
         return {"kind": item.kind, "source": item.source, "domain": item.domain,
@@ -112,21 +152,25 @@ class Irp(PriskBenchmark):
         return out + irp_factorial(recs)
 
 
-def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) -> list[tuple[str, str, float]]:
-    """(condition, persona--item cluster, 1-5 score) of one judge's ok scores; a base score (no
-    persona) stands for every persona the personalized conditions paired with that item. The fit
-    uses the judge's own 1-5 scale, as the paper's coefficients do (β1 = -2.08 for the profile)."""
+def clustered(recs: list[dict[str, Any]], stage: str, model: str, judge: str) -> list[Observation]:
+    """One observation (condition, query, persona, 1-5 score) per judged answer of one judge's ok
+    scores. A personalized answer is its own observation. A base answer (no persona, or an answer
+    instance that is the item itself) enters once, with persona "": when it was judged once per
+    persona, its observation is the mean of those judgements, so one answer is never counted as
+    several. The fit uses the judge's own 1-5 scale, as the paper's coefficients do (β1 = -2.08)."""
     rows = [r for r in recs if r["stage"] == stage and r["model"] == model and r["judge"] == judge
             and r["status"] == "ok"]
-    personas: dict[str, set[str]] = {}
-    for r in rows:
-        if r["meta"].get("profile_id"):
-            personas.setdefault(r["item"], set()).add(r["meta"]["profile_id"])
-    out = []
+    out, base = [], {}
     for r in rows:
         score = float(r["value"]["score"])
-        ids = [r["meta"]["profile_id"]] if r["meta"].get("profile_id") else sorted(personas.get(r["item"], ()))
-        out += [(r["condition"], f"{p}--{r['item']}", score) for p in ids]
+        persona = r["meta"].get("profile_id", "")
+        answer = r["meta"].get("answer_instance", r["instance_id"])
+        if not persona or answer == r["item"]:
+            base.setdefault((r["condition"], r["item"], answer, r["sample"]), []).append(score)
+        else:
+            out.append(Observation(r["condition"], r["item"], persona, score))
+    out += [Observation(condition, item, "", sum(scores) / len(scores))
+            for (condition, item, _, _), scores in sorted(base.items())]
     return out
 
 

@@ -7,6 +7,14 @@ saw, is excluded (counted); a
 (persona, query) whose usefulness judgement failed or returned the wrong number of flags excludes
 its answers from UIR (counted). Base answers are scored for UIR against A(u, q) of every persona
 of the query, one value per (persona, base sample).
+
+Two readings of the 20 samples (paper §3.3: "we sample each personalized response 20 times"; App.
+A.2: "We sample each personalized response 20 times to ensure reasonable coverage", with raw item
+counts per persona): `NAR_CR`, `NAR_UIR`, `NAR_RelCR` average over answers (per sample);
+`NAR_CR_union`, `NAR_UIR_union`, `NAR_RelCR_union` take C as the union of the V_q items offered over
+the samples of one (persona, query) pair (of one query under base), one value per pair. CR and UIR
+are percentages (Table 2 reports "All metrics ... as percentages"); RelCR is a ratio (App. D.2:
+"RelCR=0.13").
 """
 
 from __future__ import annotations
@@ -94,7 +102,7 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
                    useful: dict, splits: list[Split]) -> list[dict[str, Any]]:
     head = {"model": model, "condition": condition, "judge": ""}
     scored = [r for r in rows if r["C"] is not None]
-    cr = [sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
+    cr = [100.0 * sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
     out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored), [cluster_key(r["persona"], r["item"]) for r in scored])}]
     out.append({**head, **_relcr(scored, base)})
     uir, uir_units, incidences, missing = [], [], [], 0
@@ -108,11 +116,12 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
             if a is None:
                 missing += 1
             elif a:
-                uir.append(sets.useful_recall(r["C"], a))
+                uir.append(100.0 * sets.useful_recall(r["C"], a))
                 uir_units.append(cluster_key(r["persona"], r["item"]))  # a base answer: its query, whatever the persona
                 if r["persona"]:
                     incidences += [(attributes, item not in r["C"]) for item in sorted(a)]
     out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing, uir_units)})
+    out += _union_rows(head, rows, base, merges, useful, personas_of)
     for split in splits:
         result = fisher_split([(split.member(attrs), excluded) for attrs, excluded in incidences])
         if result is not None:
@@ -121,6 +130,46 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
             out.append({**head, "metric": f"NAR_fisher_p[{split.name}]", "value": p, "n": n, "excluded": 0})
             out.append({**head, "metric": f"NAR_fisher_or[{split.name}]", "value": odds, "n": n, "excluded": 0})
     return out
+
+
+def unions(rows: list[dict]) -> dict[tuple[str, str], set[str] | None]:
+    """(persona, item) → the union of C over the pair's scored samples (None: no sample was scored)."""
+    groups: dict[tuple[str, str], list[set[str]]] = {}
+    for r in rows:
+        groups.setdefault((r["persona"], r["item"]), [])
+        if r["C"] is not None:
+            groups[(r["persona"], r["item"])].append(r["C"])
+    return {key: set().union(*cs) if cs else None for key, cs in sorted(groups.items())}
+
+
+def _union_rows(head: dict[str, Any], rows: list[dict], base: list[dict], merges: dict, useful: dict,
+                personas_of: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """CR, UIR and RelCR with C = the union over a pair's samples: one value per (persona, query); a
+    pair with no scored sample is excluded (counted). Under base, one union per query, scored for
+    UIR against every persona's A(u, q) (one value per persona, all in the query's cluster)."""
+    mine, base_union = unions(rows), {item: c for (_, item), c in unions(base).items()}
+    cr, uir, relcr = [], [], []
+    cr_missing = uir_missing = rel_missing = 0
+    for (persona, item), c in mine.items():
+        unit = cluster_key(persona, item)
+        if c is None:
+            cr_missing, uir_missing, rel_missing = cr_missing + 1, uir_missing + 1, rel_missing + 1
+            continue
+        cr.append((unit, 100.0 * sets.coverage_ratio(c, sets.universe(merges[item]))))
+        for p in [persona] if persona else personas_of.get(item, []):
+            a, _ = useful.get((p, item), (None, {}))
+            if a is None:
+                uir_missing += 1
+            elif a:
+                uir.append((unit, 100.0 * sets.useful_recall(c, a)))
+        reference = base_union.get(item)
+        if reference:
+            relcr.append((unit, len(c) / len(reference)))
+        else:
+            rel_missing += 1
+    return [{**head, **metric(name, [v for _, v in pairs], missing, [u for u, _ in pairs])}
+            for name, pairs, missing in (("NAR_CR_union", cr, cr_missing), ("NAR_UIR_union", uir, uir_missing),
+                                         ("NAR_RelCR_union", relcr, rel_missing))]
 
 
 def _relcr(scored: list[dict], base: list[dict]) -> dict[str, Any]:

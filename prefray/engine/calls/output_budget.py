@@ -10,6 +10,10 @@
 So a reasoning model is never sent less than it declares (gpt-5.2 at high effort keeps its 16,384),
 and a judge stage's short answer cannot starve a thinking judge. The budget reservation, the plan
 and the request all use this number.
+
+A stage whose paper fixes the budget sets `exact_output_budget: true` beside its `max_tokens`: the
+request then carries exactly stage + reasoning (still capped by `max_output_tokens`), whatever the
+model declares. The key is a control key and is never sent.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from prefray.engine.types import ChatRequest, ModelSpec
 
 BUDGET_KEYS = ("max_completion_tokens", "max_tokens")
+EXACT_KEY = "exact_output_budget"
 
 
 def _declared(params: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -37,7 +42,8 @@ def output_budget(spec: ModelSpec, stage_params: Mapping[str, Any]) -> tuple[str
     if model_tokens is None and answer_tokens is None:
         return None
     needed = answer_tokens + spec.reasoning_tokens if answer_tokens is not None else 0
-    tokens = max(model_tokens or 0, needed)
+    exact = bool(stage_params.get(EXACT_KEY)) and answer_tokens is not None
+    tokens = needed if exact else max(model_tokens or 0, needed)
     if spec.max_output_tokens is not None:
         tokens = min(tokens, spec.max_output_tokens)
     return model_key or "max_tokens", tokens
@@ -47,7 +53,7 @@ def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
     """The model's default params overlaid by the stage's own, with the output budget of the rule."""
     params = {**spec.params, **request.params}
     budget = output_budget(spec, request.params)
-    for key in BUDGET_KEYS:
+    for key in (*BUDGET_KEYS, EXACT_KEY):
         params.pop(key, None)
     if budget is not None:
         params[budget[0]] = budget[1]

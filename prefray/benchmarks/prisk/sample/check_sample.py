@@ -287,7 +287,7 @@ def check_sycophancy(d: Path) -> dict:
             if not q.rstrip().endswith("?"):
                 fail(fn, ln, "query", "agreement story should end with a question")
         elif typ == "perspective":
-            no_extra(it, {"item_id", "type", "query", "topic", "favoured_by"}, fn, ln)
+            no_extra(it, {"item_id", "type", "query", "topic", "favoured_by", "relevant_preferences"}, fn, ln)
             if not iid.startswith("syc-per-"):
                 fail(fn, ln, "item_id", "expected prefix 'syc-per-'")
             req(it, "topic", str, fn, ln)
