@@ -280,3 +280,42 @@ def test_a_slow_rpm_the_plan_can_finish_under_passes_the_check():
     half = HORIZON_MINUTES // 2
     assert horizon_problems(jobs, {0: range(half), 1: range(half)}) == []        # the lane's two jobs: 1 week
     assert len(horizon_problems(jobs, {0: range(half), 1: range(half + 2)})) == 1
+
+
+# -- 6. a driver's death stops its gateways' sends within a second -------------------------------
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("own_ray", [False, True], ids=["session-cluster", "ray-of-its-own"])
+def test_after_kill_9_of_the_driver_its_gateways_send_nothing_after_a_second(ray_address, make_fake_server, tmp_path,
+                                                                               own_ray):
+    import subprocess
+    import sys
+    import time
+
+    server = make_fake_server("--latency", "0.05")
+
+    args = ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={tmp_path / 'run'}", "limit=20",
+            "benchmark.samples=3", "run.cache=false", "model.max_concurrency=8", "judge.max_concurrency=8",
+            "run.plots=false"]
+    env = {k: v for k, v in os.environ.items() if not (own_ray and k == "RAY_ADDRESS")}
+    process = subprocess.Popen([sys.executable, "-m", "prefray.launch", *args], env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: server.stats()["requests"] >= 6 or process.poll() is not None)
+        assert process.poll() is None, "the run ended before the driver was killed"
+        os.kill(process.pid, signal.SIGKILL)                 # the driver only, not its Ray
+        killed_at = time.time()
+        at_kill = server.stats()["requests"]
+        process.wait(10)
+        time.sleep(max(0.0, killed_at + 1.0 - time.time()))
+        after_a_second = server.stats()["requests"]
+        print(f"driver killed: {at_kill} requests at the kill, {after_a_second} a second later")
+        # measured without the watch, on a Ray of its own: 18 at the kill, 60 a second later
+        assert after_a_second - at_kill <= 2 * 8, (at_kill, after_a_second)   # one window of the two lanes
+        time.sleep(3.0)
+        assert server.stats()["requests"] == after_a_second
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)           # with a Ray of its own: its raylet and workers
+        except ProcessLookupError:
+            pass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class _Lane:
         self.calibration = Calibration()
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
         self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
+        self.driver = DriverWatch()   # the gateway's: once its driver is gone, nothing more is sent
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
@@ -109,6 +111,8 @@ class _Lane:
         while True:
             tries += 1
             async with self.limits.slot(estimate, tag):
+                if self.driver.gone:
+                    raise DriverGone("the run's driver is gone: not sent")
                 self._record_try(request, SENT, 0, 0)
                 sent = time.time()
                 try:
@@ -147,10 +151,53 @@ def _lane_stopped(gate: LaneGate, started: float) -> CallResult:
                             "answers in a row (check the API key, base_url and model_id, then rerun)")
 
 
+class DriverGone(RuntimeError):
+    """The driver that owns this gateway died: nobody would store an answer."""
+
+
+class DriverWatch:
+    """Whether the gateway's driver still lives. Ray ends a dead driver's actors about two seconds
+    after its death (measured: 8 more requests went out after a kill -9); a gateway on the driver's
+    node looks at the driver's process every WATCH_S and, once it is gone (or a zombie), sends
+    nothing more. A gateway on another node leaves it to Ray."""
+
+    WATCH_S = 0.1
+
+    def __init__(self, driver: tuple[str, int] | None = None):
+        self.driver = driver
+        self.gone = False
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self.task is None and self.driver is not None and self.driver[0] == ray.get_runtime_context().get_node_id():
+            self.task = asyncio.ensure_future(self._watch(self.driver[1]))
+
+    async def _watch(self, pid: int) -> None:
+        while not self.gone:
+            self.gone = not _alive(pid)
+            await asyncio.sleep(self.WATCH_S)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"    # a zombie is dead
+    except (OSError, IndexError):
+        return True
+
+
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Gateway:
-    def __init__(self, endpoint_key: str, api_key: str, limiter_idle_s: float = 60.0):
+    def __init__(self, endpoint_key: str, api_key: str, limiter_idle_s: float = 60.0,
+                 driver: tuple[str, int] | None = None):
         self.endpoint_key = endpoint_key
+        self.driver = DriverWatch(driver)
         self.api_key = api_key
         self.limiter_idle_s = limiter_idle_s
         self.lanes: dict[str, _Lane] = {}
@@ -174,6 +221,8 @@ class Gateway:
         lane = self.lanes.get(spec.model_id)
         if lane is None:
             lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
+            lane.driver = self.driver
+        self.driver.start()
         if run_dir is not None and run_dir not in self.paid:
             name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"
             self.paid[run_dir] = PaidLog(run_dir, name)
@@ -262,4 +311,5 @@ def get_gateway(spec: ModelSpec, api_key: str, process: int = 0) -> Any:
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec, process), namespace=NAMESPACE, get_if_exists=True,
                            max_restarts=-1, max_task_retries=TASK_RETRIES,
-                           **placement).remote(spec.endpoint_key, api_key, idle_seconds())
+                           **placement).remote(spec.endpoint_key, api_key, idle_seconds(),
+                                               (ray.get_runtime_context().get_node_id(), os.getpid()))
