@@ -15,7 +15,5 @@ _.limit_tokens, _.remaining_tokens, _.learned  # noqa: B018
 ScoresUnits, ReadsText  # noqa: B018
 # Statistics and formulas the tests use as independent references.
 cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona_of  # noqa: B018
-# The generated README tables (python -m prefray.engine.config.table --write; tests check them).
-readme_section  # noqa: B018
 # A column of the plan's tier table, read through asdict (money/estimate_table.print_tier_lines).
 _.expected_latency  # noqa: B018

@@ -13,7 +13,7 @@
 - ``judge_failure``  a judge's answer stayed unreadable after its one re-ask. Excluded, counted per judge.
 
 The classes are computed from ``role``, ``status`` and ``cause``, so they hold for old runs too.
-The README's cause table is generated from these sets (`python -m prefray.engine.config.table --write`).
+The cause table of the docs' config reference is generated from these sets (`python -m prefray.engine.config.table`).
 """
 
 from __future__ import annotations

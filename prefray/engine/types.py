@@ -33,7 +33,7 @@ class Cause(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
 
 
-# What each cause means, in the words the README's cause table and `prefray.rerun --help` print.
+# What each cause means, in the words the docs' cause table and `prefray.rerun --help` print.
 CAUSE_MEANINGS: dict[Cause, str] = {
     Cause.RATE_LIMIT: "the provider answered HTTP 429 (rate limit) on every try",
     Cause.TIMEOUT: "no answer within the model's timeout_s (or HTTP 408, or a batch expired first)",

@@ -33,7 +33,6 @@ with dense matrices: minutes at that size. tests/test_prisk_factorial.py checks 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np

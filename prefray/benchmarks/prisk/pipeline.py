@@ -236,10 +236,6 @@ def answer_stages(job: Job, item_meta: ItemMeta, cond: Condition | None = None, 
     return stages
 
 
-def by_instance(instances: Sequence[Instance]) -> dict[str, Instance]:
-    return {inst.instance_id: inst for inst in instances}
-
-
 def current_rows(ctx: StageContext, stage: str) -> list[dict[str, Any]]:
     """ok rows of an earlier stage that belong to this job's instances (or, for base stages, its
     items): a run dir may hold rows of an earlier run with a larger limit."""

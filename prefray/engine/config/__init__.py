@@ -1,4 +1,4 @@
-"""The typed config: rules per key, validation before anything starts, the README key table.
+"""The typed config: rules per key, validation before anything starts, the docs' key table.
 
 `schema` holds the typed objects the engine runs with (`RunConfig`, `ModelSpec`, ...), each default
 stated once; `validate` checks a composed config against them, one line per bad value.

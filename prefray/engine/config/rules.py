@@ -2,7 +2,7 @@
 
 A rule checks one value and carries the text that names what is allowed; the schema attaches one
 rule to every key, the validator reports `key=value: allowed is ...` for the first value that
-breaks it, and the README's key table is printed from the same rules.
+breaks it, and the docs' key table is printed from the same rules.
 """
 
 from __future__ import annotations

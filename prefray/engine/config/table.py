@@ -1,9 +1,9 @@
-"""`python -m prefray.engine.config.table [--write]` — the README's generated tables: every config
-key, and every failure cause.
+"""`python -m prefray.engine.config.table` — the generated tables of the docs' config reference
+(docs/hooks.py builds that page from them): every config key, and every failure cause.
 
 The key table is printed from the schema itself (and from the benchmark and condition option
 files), so it cannot drift from what the validator accepts; the cause table from the one list of
-causes and the failure policy. Tests compare both with the README; `--write` updates it.
+causes and the failure policy. Tests compare both with the built reference page.
 """
 
 from __future__ import annotations
@@ -26,12 +26,6 @@ from prefray.engine.config.schema import (
     rule_of,
 )
 from prefray.engine.config.validate import option_reference
-
-START = "<!-- config-table:start -->"
-END = "<!-- config-table:end -->"
-CAUSES_START = "<!-- cause-table:start -->"
-CAUSES_END = "<!-- cause-table:end -->"
-
 
 def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
     for f in dataclasses.fields(TopConfig):
@@ -123,26 +117,5 @@ def default_conf() -> Path:
     return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[3] / "conf")
 
 
-def readme_section(readme: str, start_marker: str = START, end_marker: str = END) -> str:
-    """The table currently between the README's markers (by default the key table's)."""
-    start, end = readme.index(start_marker) + len(start_marker), readme.index(end_marker)
-    return readme[start:end].strip()
-
-
-def update_readme(readme_path: Path, conf: Path) -> None:
-    """Write the key table and the cause table between their markers."""
-    text = readme_path.read_text(encoding="utf-8")
-    for (start_marker, end_marker), table in (((START, END), key_table(conf)),
-                                              ((CAUSES_START, CAUSES_END), cause_table())):
-        start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
-        text = text[:start] + "\n" + table + "\n" + text[end:]
-    readme_path.write_text(text, encoding="utf-8")
-
-
 if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] == ["--write"]:
-        update_readme(default_conf().parent / "README.md", default_conf())
-    else:
-        print(key_table(default_conf()) + "\n\n" + cause_table())
+    print(key_table(default_conf()) + "\n\n" + cause_table())
