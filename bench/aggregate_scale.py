@@ -33,7 +33,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
 from _common import ROOT, launch
 
 sys.path.insert(0, str(ROOT))

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
-
 from _common import ROOT, fake_server
 
 PROMPTS = 117

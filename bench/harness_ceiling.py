@@ -29,7 +29,6 @@ from pathlib import Path
 
 import openai
 import pyarrow.compute as pc
-
 from _common import ROOT, fake_server, launch, rows
 
 sys.path.insert(0, str(ROOT))

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from _common import ROOT, free_port
 
 sys.path.insert(0, str(ROOT))

@@ -19,10 +19,10 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from prefray.engine.benchmark import Job
 from prefray.engine.calls.batch.records import key_of, request_key
 from prefray.engine.calls.batch.results import anthropic_line, openai_line
 from prefray.engine.calls.batch.tier import TierError, apply_run_tier, batch_priced
-from prefray.engine.benchmark import Job
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import ROOT, command_here
 

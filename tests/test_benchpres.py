@@ -21,8 +21,7 @@ from prefray.benchmarks.benchpres.benchmark import completeness_messages
 from prefray.benchmarks.benchpres.categories import derive_categories
 from prefray.benchmarks.benchpres.conditions import apply_condition, without_preferences
 from prefray.benchmarks.benchpres.data import load_instances
-from prefray.benchmarks.benchpres.metrics import (DECISION_SCHEMA, SCORE_SCHEMA, benchpres_metrics,
-                                                  completeness_metrics)
+from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, benchpres_metrics, completeness_metrics
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
 from prefray.engine.benchmark import DataError, ParseError
 from prefray.engine.rundir.shards import SHARD_SCHEMA

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from prefray.engine.config.sweep import SweepError, expand, paper_models
 from prefray.app.compose import conf_dir
+from prefray.engine.config.sweep import SweepError, expand, paper_models
 from tests.test_cupid_prompts import fake_requests
 
 CONF = conf_dir()
@@ -25,9 +25,9 @@ def test_model_paper_expands_to_the_papers_ten_models_per_benchmark():
 
 
 def test_a_benchmark_without_a_lineup_says_so():
-    from pathlib import Path
     import shutil
     import tempfile
+    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "conf"

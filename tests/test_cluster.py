@@ -18,9 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow.dataset as ds
 import pytest
@@ -116,7 +116,7 @@ def ray_head(temp: str, dashboard: bool = False, env: dict[str, str] | None = No
     args = [RAY_CLI, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
             "--num-cpus=1", f"--temp-dir={temp}", "--disable-usage-stats",
             f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}"]
-    args += ([f"--dashboard-host=127.0.0.1", f"--dashboard-port={dash}"] if dashboard
+    args += (["--dashboard-host=127.0.0.1", f"--dashboard-port={dash}"] if dashboard
              else ["--include-dashboard=false"])
     head = subprocess.Popen(args, env=node_env(env), cwd=temp, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

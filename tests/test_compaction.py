@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import csv
 import shutil
-import threading
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -16,14 +16,21 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from prefray.engine.results.request_store import RequestStore, read_requests
 from prefray.engine.rundir.journal import clean_leftovers
 from prefray.engine.rundir.ownership import RunDirLock
 from prefray.engine.rundir.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
-from prefray.engine.results.request_store import RequestStore, read_requests
-from prefray.engine.types import ChatRequest
 from prefray.engine.rundir.shards import (
-    ROW_GROUP_ROWS, SHARD_SCHEMA, absorbed_by, compact_folder, job_dir, read_rows, shard_files, write_shard,
+    ROW_GROUP_ROWS,
+    SHARD_SCHEMA,
+    absorbed_by,
+    compact_folder,
+    job_dir,
+    read_rows,
+    shard_files,
+    write_shard,
 )
+from prefray.engine.types import ChatRequest
 from tests.conftest import ROOT
 
 

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
+from prefray.app.compose import build_job, compose_configs, conf_dir
 from prefray.engine.config.sweep import expand, group_options
 from prefray.engine.types import ModelSpec
-from prefray.app.compose import build_job, compose_configs, conf_dir
 
 CONF = conf_dir()
 

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from prefray.benchmarks.cupid.prompting import (
-    PROMPTS, check_prompts, decompose_messages, infer_messages, match_messages,
+    PROMPTS,
+    check_prompts,
+    decompose_messages,
+    infer_messages,
+    match_messages,
 )
 from tests.test_cupid import SAMPLE_ROWS, expected_metrics, read_metrics, same, write_rows
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from prefray.engine.benchmark import Job, Stage, StageContext
 from prefray.engine.flow.dryrun import DryRunner, SimulatedGateways
-from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, JobRunner, RunSettings, StageFlow, inflight_shards
+from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, RunSettings, StageFlow, inflight_shards
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit
 
 SPEC = ModelSpec("m", "openai", "m", max_concurrency=4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.dataset as ds
 import pytest
@@ -113,7 +113,7 @@ def test_without_a_configured_rpm_the_lane_learns_it_from_the_headers():
 def test_rate_headers_of_both_providers_are_read():
     assert duration_seconds("6m0s") == 360 and duration_seconds("250ms") == 0.25 and duration_seconds("1.5s") == 1.5
     assert duration_seconds("soon") is None
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     assert seconds_until((now + timedelta(seconds=42)).isoformat().replace("+00:00", "Z"), now) == 42
     seen = read_rate_headers({"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "7",
                               "anthropic-ratelimit-requests-reset": "2999-01-01T00:00:00Z"})

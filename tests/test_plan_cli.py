@@ -9,11 +9,11 @@ import subprocess
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.calls.pricing import max_output_tokens
+from prefray.app.compose import compose_judge, conf_dir
 from prefray.engine.calls.output_budget import final_request
+from prefray.engine.calls.pricing import max_output_tokens
 from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
-from prefray.app.compose import compose_judge, conf_dir
 from tests.conftest import command_here
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
 
@@ -123,8 +123,8 @@ def test_quickstart_needs_no_key(tmp_path):
 
 
 def test_quickstart_preflight_asks_for_no_key(monkeypatch):
-    from prefray.engine.config.preflight import preflight
     from prefray.app.compose import compose_sweep
+    from prefray.engine.config.preflight import preflight
 
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:
         monkeypatch.delenv(name)

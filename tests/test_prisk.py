@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-
 from omegaconf import OmegaConf
 
 from prefray.benchmarks.prisk.data import SAMPLE_DIR, Conversation, Profile, Turn, load_instances
@@ -21,11 +20,26 @@ from prefray.benchmarks.prisk.irp import irp_judge_prompt
 from prefray.benchmarks.prisk.metrics import fisher_split
 from prefray.benchmarks.prisk.narrowing import extract_prompt, listing_prompt
 from prefray.benchmarks.prisk.narrowing_sets import key_listing, merge_groups
-from prefray.benchmarks.prisk.pipeline import (Condition, Context, answer_prompt, context_of, render_profile,
-                                               route_prompt, shown_context)
+from prefray.benchmarks.prisk.pipeline import (
+    Condition,
+    Context,
+    answer_prompt,
+    context_of,
+    render_profile,
+    route_prompt,
+    shown_context,
+)
 from prefray.benchmarks.prisk.retrieval import passages, retrieve
-from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, SCORE_SCHEMA, canonical_option, extract_choice,
-                                              extract_number, is_correct, merge_schema, parse_score)
+from prefray.benchmarks.prisk.scoring import (
+    OPTIONS_SCHEMA,
+    SCORE_SCHEMA,
+    canonical_option,
+    extract_choice,
+    extract_number,
+    is_correct,
+    merge_schema,
+    parse_score,
+)
 from prefray.benchmarks.prisk.sycophancy import REFERENCE_SEED, attribution_prompt, syc_prompt
 from prefray.engine.benchmark import DataError, Job, ParseError
 from prefray.engine.types import ModelSpec

@@ -9,8 +9,17 @@ import pyarrow as pa
 import pytest
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, metric_rows
-from prefray.engine.results.stats import (BootstrapSettings, Comparison, add_intervals, cluster_mean_ci, mean_intervals,
-                                  paired_comparisons, paired_delta_ci, paired_deltas, with_intervals)
+from prefray.engine.results.stats import (
+    BootstrapSettings,
+    Comparison,
+    add_intervals,
+    cluster_mean_ci,
+    mean_intervals,
+    paired_comparisons,
+    paired_delta_ci,
+    paired_deltas,
+    with_intervals,
+)
 
 
 def test_two_clusters_give_the_hand_computed_percentile_interval():

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 from omegaconf import OmegaConf
 
-from prefray.engine.config.sweep import SweepError, expand, group_options
 from prefray.app.compose import conf_dir
+from prefray.engine.config.sweep import SweepError, expand, group_options
 from tests.conftest import launch, refused_here
 
 CONF = conf_dir()

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT, _port_open, free_port
+
 from prefray.fakellm.answers import answer_text
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 

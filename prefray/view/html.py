@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 STYLE = """
@@ -80,7 +81,7 @@ def layout(title: str, body: str, nav: str = "") -> str:
 
 
 def select(name: str, current: str, options: list[tuple[str, int]], label: str) -> str:
-    choices = [f'<option value="">all</option>']
+    choices = ['<option value="">all</option>']
     for value, count in options:
         chosen = " selected" if value == current else ""
         choices.append(f'<option value="{esc(value)}"{chosen}>{esc(value)} ({count})</option>')

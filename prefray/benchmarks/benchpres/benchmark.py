@@ -6,8 +6,9 @@ Paper: BenchPreS (arXiv 2603.16557). Run:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,15 +16,26 @@ from prefray.benchmarks.benchpres.conditions import apply_condition
 from prefray.benchmarks.benchpres.data import Instance, load_instances
 from prefray.benchmarks.benchpres.metrics import benchpres_metrics, completeness_metrics
 from prefray.benchmarks.benchpres.render import context_key, memory_layout
-from prefray.benchmarks.benchpres.scoring import (COMPLETENESS_SCHEMA, VERDICT_SCHEMA, nickname_decisions,
-                                                  nickname_of, parse_score, parse_verdict)
-from prefray.benchmarks.benchpres.tables import (completeness_scores, decisions, failure_counts, stored_decision_missing,
-                                                 unmapped_contexts)
+from prefray.benchmarks.benchpres.scoring import (
+    COMPLETENESS_SCHEMA,
+    VERDICT_SCHEMA,
+    nickname_decisions,
+    nickname_of,
+    parse_score,
+    parse_verdict,
+)
+from prefray.benchmarks.benchpres.tables import (
+    completeness_scores,
+    decisions,
+    failure_counts,
+    stored_decision_missing,
+    unmapped_contexts,
+)
+from prefray.benchmarks.benchpres.templates import fill, template_problems
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
-from prefray.engine.results.plots import CellsSpec, ScatterSpec
-from prefray.benchmarks.benchpres.templates import fill, template_problems
 from prefray.engine.prompts import check_prompt_overrides
+from prefray.engine.results.plots import CellsSpec, ScatterSpec
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 

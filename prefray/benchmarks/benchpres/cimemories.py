@@ -29,9 +29,18 @@ import yaml
 
 from prefray.benchmarks.benchpres.categories import CATEGORIES
 from prefray.benchmarks.benchpres.data import Instance, Preference, instance_id
-from prefray.benchmarks.benchpres.render import (EVERY, bio_statements, context_key, interleave, memory_layout,
-                                                 memory_item_template, normalize_context_key, render_memory,
-                                                 render_prompt, task_template)
+from prefray.benchmarks.benchpres.render import (
+    EVERY,
+    bio_statements,
+    context_key,
+    interleave,
+    memory_item_template,
+    memory_layout,
+    normalize_context_key,
+    render_memory,
+    render_prompt,
+    task_template,
+)
 from prefray.benchmarks.benchpres.scoring import nickname_of
 from prefray.engine.benchmark import DataError
 

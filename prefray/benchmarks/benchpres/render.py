@@ -14,8 +14,9 @@ Every memory line is one line: a newline inside a value (a CIMemories address is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from prefray.benchmarks.benchpres.templates import fill_text
 from prefray.engine.benchmark import DataError

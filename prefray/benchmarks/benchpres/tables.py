@@ -17,7 +17,8 @@ null verdict or score. Nothing is dropped: every null is counted in `excluded`, 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -27,8 +28,8 @@ import pyarrow.json as pajson
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.benchmarks.benchpres.scoring import nickname_decisions
 from prefray.engine.benchmark import parsed
-from prefray.engine.memo import per_table
 from prefray.engine.failures import failure_classes
+from prefray.engine.memo import per_table
 
 JUDGED_STAGES = ("judge", "completeness")
 # The fields of a verdict and of a completeness score that the tables read.

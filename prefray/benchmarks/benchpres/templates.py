@@ -13,8 +13,9 @@ file and the placeholder, raised by `load` before any call is made.
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from prefray.engine.prompts import prompt_overrides, prompt_path, read_prompt
 

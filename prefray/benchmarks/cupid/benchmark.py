@@ -16,21 +16,36 @@ decomposers) and metrics are reported per sweep judge.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.metrics import cupid_metrics
-from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.benchmarks.cupid.prompting import (
-    check_prompts, decompose_messages, generate_messages, infer_messages, judge_prompt, match_messages,
-    rematch_message, render_log, render_session, summarize_messages,
+    check_prompts,
+    decompose_messages,
+    generate_messages,
+    infer_messages,
+    judge_prompt,
+    match_messages,
+    rematch_message,
+    render_log,
+    render_session,
+    summarize_messages,
 )
 from prefray.benchmarks.cupid.scoring import (
-    DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_checklist, parse_match, parse_preference, parse_score,
+    DECOMPOSE_SCHEMA,
+    JUDGE_SCHEMA,
+    match_schema,
+    parse_checklist,
+    parse_match,
+    parse_preference,
+    parse_score,
 )
+from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
 from prefray.engine.results.plots import MetricsSpec

@@ -10,8 +10,9 @@ Files in RAW are inserted verbatim (no placeholders, braces need no escaping).
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from prefray.benchmarks.cupid.data import Session
 from prefray.engine.prompts import check_prompt_overrides, prompt_overrides, read_prompt

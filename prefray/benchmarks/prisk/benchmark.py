@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from prefray.benchmarks.prisk.data import Instance, Item, load_instances
 from prefray.benchmarks.prisk.metrics import (
-    failure_metrics, query_of, records, relative_to_base, route_metrics, unit_rows, without_units,
+    failure_metrics,
+    query_of,
+    records,
+    relative_to_base,
+    route_metrics,
+    unit_rows,
+    without_units,
 )
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, DataError, Job, Stage, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.stats import Comparison
-
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from prefray.engine.benchmark import DataError
 
@@ -84,7 +85,7 @@ class SycophancyItem:
     def group(self) -> str:
         return self.type
 
-    def relevant_to(self, profile: "Profile") -> bool:
+    def relevant_to(self, profile: Profile) -> bool:
         return self.relevant_preferences is None or profile.attribute("stated_preference") in self.relevant_preferences
 
 
@@ -126,7 +127,7 @@ class _Row:
             raise self.fail(key, "empty string")
         return value
 
-    def child(self, data: Any, prefix: str) -> "_Row":
+    def child(self, data: Any, prefix: str) -> _Row:
         if not isinstance(data, dict):
             raise DataError(f"{self.file}: line {self.line}: field '{self.prefix}{prefix}': expected object")
         return _Row(self.file, self.line, data, f"{self.prefix}{prefix}.")

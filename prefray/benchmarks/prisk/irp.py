@@ -20,16 +20,30 @@ Run: python -m prefray.launch -m benchmark=prisk_irp condition=all model=local j
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
-from prefray.benchmarks.prisk.metrics import (
-    cluster_key, cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
-)
 from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
-from prefray.benchmarks.prisk.pipeline import (Condition, current_rows, params, render, render_profile,
-                                               shown_context, template)
+from prefray.benchmarks.prisk.metrics import (
+    cluster_key,
+    cluster_of,
+    expected_units,
+    judge_scores,
+    judges_of,
+    metric,
+    model_conditions,
+)
+from prefray.benchmarks.prisk.pipeline import (
+    Condition,
+    current_rows,
+    params,
+    render,
+    render_profile,
+    shown_context,
+    template,
+)
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext
 from prefray.engine.failures import is_model_failure

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pyarrow as pa
 from scipy.stats import fisher_exact
@@ -102,7 +103,7 @@ class Split:
         return any(word.lower() in text for word in self.contains_any)
 
     @classmethod
-    def of(cls, cfg: dict[str, Any]) -> "Split":
+    def of(cls, cfg: dict[str, Any]) -> Split:
         return cls(str(cfg["name"]), str(cfg["attribute"]), cfg.get("le"), cfg.get("equals"),
                    tuple(cfg.get("contains_any") or ()))
 

@@ -28,15 +28,22 @@ Run: python -m prefray.launch -m benchmark=prisk_narrowing condition=all model=l
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, NarrowingItem, load_instances
 from prefray.benchmarks.prisk.metrics import Split
 from prefray.benchmarks.prisk.pipeline import Condition, answer_stages, current_rows, params, render, render_profile
-from prefray.benchmarks.prisk.scoring import (OPTIONS_SCHEMA, merge_schema, parse_merge, parse_options,
-                                              parse_useful, useful_schema)
+from prefray.benchmarks.prisk.scoring import (
+    OPTIONS_SCHEMA,
+    merge_schema,
+    parse_merge,
+    parse_options,
+    parse_useful,
+    useful_schema,
+)
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
 from prefray.engine.types import ChatRequest, WorkUnit
 

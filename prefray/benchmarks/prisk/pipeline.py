@@ -16,10 +16,11 @@ replaces it for a run.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from prefray.benchmarks.prisk.data import Instance, Item, Profile
 from prefray.benchmarks.prisk.retrieval import Passage, passages, retrieve, routing_query
@@ -33,7 +34,7 @@ ItemMeta = Callable[[Item], dict[str, Any]]
 Settings = Mapping[str, Any] | None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
@@ -63,12 +64,12 @@ class Condition:
         return self.profile or self.retrieval
 
     @classmethod
-    def from_settings(cls, name: str, s: Mapping[str, Any]) -> "Condition":
+    def from_settings(cls, name: str, s: Mapping[str, Any]) -> Condition:
         return cls(str(s.get("name", name)), bool(s.get("profile")), bool(s.get("retrieval")),
                    s.get("routing_query"), bool(s.get("reflection")))
 
     @classmethod
-    def of(cls, job: Job) -> "Condition":
+    def of(cls, job: Job) -> Condition:
         return cls.from_settings(job.condition, job.condition_settings)
 
 

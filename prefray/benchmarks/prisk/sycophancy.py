@@ -28,17 +28,31 @@ Run: python -m prefray.launch -m benchmark=prisk_sycophancy condition=all model=
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, SycophancyItem, load_instances
 from prefray.benchmarks.prisk.factorial import factorial_rows
 from prefray.benchmarks.prisk.irp import clustered
 from prefray.benchmarks.prisk.metrics import (
-    cluster_of, expected_units, judge_scores, judges_of, metric, model_conditions,
+    cluster_of,
+    expected_units,
+    judge_scores,
+    judges_of,
+    metric,
+    model_conditions,
 )
-from prefray.benchmarks.prisk.pipeline import (Condition, base_builder, current_rows, params, render, render_profile,
-                                               shown_context, template)
+from prefray.benchmarks.prisk.pipeline import (
+    Condition,
+    base_builder,
+    current_rows,
+    params,
+    render,
+    render_profile,
+    shown_context,
+    template,
+)
 from prefray.benchmarks.prisk.scoring import ATTRIBUTION_SCHEMA, SCORE_SCHEMA, parse_attribution, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext, parsed
 from prefray.engine.types import ChatRequest, WorkUnit

@@ -27,6 +27,7 @@ from prefray.engine.config.schema import (
 )
 from prefray.engine.config.validate import option_reference
 
+
 def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
     for f in dataclasses.fields(TopConfig):
         yield f.name, rule_of(f).describe(), render(default_of(f)), f.metadata["doc"]

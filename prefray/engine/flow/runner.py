@@ -16,23 +16,30 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
-from prefray.engine.rundir.cache import ResponseCache, cache_key
 from prefray.engine.calls.dispatch import CALL_TAG, Dispatcher
 from prefray.engine.calls.output_budget import final_request
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.progress import call_tag
 from prefray.engine.results.request_store import RequestStore
+from prefray.engine.rundir.cache import ResponseCache, cache_key
 from prefray.engine.rundir.shards import (
-    BEST_ROW_COLUMNS, SHARD_SCHEMA, compact_folder, job_dir, latest_attempts, read_rows, write_shard,
+    BEST_ROW_COLUMNS,
+    SHARD_SCHEMA,
+    compact_folder,
+    job_dir,
+    latest_attempts,
+    read_rows,
+    write_shard,
 )
-from prefray.engine.config.schema import RunConfig
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
@@ -106,7 +113,7 @@ class RunSettings:
             self.request_store = RequestStore(self.run_dir)
 
     @classmethod
-    def from_run(cls, run_dir: Path, run: RunConfig, **rest: Any) -> "RunSettings":
+    def from_run(cls, run_dir: Path, run: RunConfig, **rest: Any) -> RunSettings:
         """The runner's settings for `run_dir` under the typed run config (`rest`: the command's own)."""
         return cls(run_dir=run_dir, shard_size=run.shard_size, compact=run.compact,
                    compact_every=run.compact_every, **rest)
@@ -167,7 +174,7 @@ class JobRunner:
         finally:
             self._rolling = False
 
-    async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], flow: "StageFlow") -> None:
+    async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], flow: StageFlow) -> None:
         inputs = [s.name for s in earlier] if stage.inputs is None else list(stage.inputs)
         try:
             if stage.per_unit and inputs:
@@ -237,7 +244,7 @@ class JobRunner:
         await sender.send(p for p in self._pending(stage, judge, built, states) if p is not None)
         await sender.drain()
 
-    async def _stream_stage(self, stage: Stage, inputs: list[str], flow: "StageFlow") -> None:
+    async def _stream_stage(self, stage: Stage, inputs: list[str], flow: StageFlow) -> None:
         """Build and send this stage's units while its inputs are still arriving: each round builds
         units from the input rows stored since the last round only (rows stored before this launch,
         on resume, in chunks)."""
@@ -252,7 +259,7 @@ class JobRunner:
 
     async def _send_as_rows_arrive(self, stage: Stage, spec: ModelSpec, judge: str,
                                    states: dict[str, tuple[str, str, int]], earlier: dict[str, pa.Table],
-                                   feed: "RowFeed") -> None:
+                                   feed: RowFeed) -> None:
         """With one input, each round builds from the new rows only (a unit needs its own row). With
         several, a unit may pair rows that arrive in different rounds: each round builds from every
         row so far and sends the units not built before."""
@@ -408,12 +415,12 @@ class StageFlow:
             if name in self.done:
                 await self.done[name].wait()
 
-    def subscribe(self, names: list[str]) -> "RowFeed":
+    def subscribe(self, names: list[str]) -> RowFeed:
         feed = RowFeed(self, names)
         self.feeds.append(feed)
         return feed
 
-    def unsubscribe(self, feed: "RowFeed") -> None:
+    def unsubscribe(self, feed: RowFeed) -> None:
         if feed in self.feeds:
             self.feeds.remove(feed)
         self.taken.set()
@@ -424,7 +431,7 @@ class StageFlow:
             self.taken.clear()
             await self.taken.wait()
 
-    def rows(self, name: str, runner: "JobRunner") -> pa.Table:
+    def rows(self, name: str, runner: JobRunner) -> pa.Table:
         """Stored rows of stage `name` of this job, read from disk."""
         expr = (ds.field("stage") == name) & (ds.field("judge") == self.judges.get(name, ""))
         return latest_attempts(read_rows(runner.folder, expr))
@@ -474,7 +481,7 @@ def _chunks(tables: dict[str, pa.Table]) -> Iterator[dict[str, pa.Table]]:
 class ShardSender:
     """Sends one stage's units in shards, with at most `inflight_shards` shards in flight."""
 
-    def __init__(self, runner: "JobRunner", stage: Stage, spec: ModelSpec, judge: str, finished: int,
+    def __init__(self, runner: JobRunner, stage: Stage, spec: ModelSpec, judge: str, finished: int,
                  total: Callable[[], int]):
         self.runner, self.stage, self.spec, self.judge = runner, stage, spec, judge
         self.size = shard_units(spec, runner.settings.shard_size)

@@ -5,24 +5,25 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from prefray.engine.rundir.paid import compact_paid
-from prefray.engine.results.aggregate import aggregate_run
-from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.rundir.cache import ResponseCache, default_cache_path
-from prefray.engine.rundir.layout import CACHE_FILE
+from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
-from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.calls.gateway import NAMESPACE
+from prefray.engine.config.schema import RunConfig
+from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
+from prefray.engine.flow.progress import LiveProgress, watch_gateways
+from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
-from prefray.engine.flow.progress import LiveProgress, watch_gateways
-from prefray.engine.config.schema import RunConfig
-from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+from prefray.engine.rundir.cache import ResponseCache, default_cache_path
+from prefray.engine.rundir.layout import CACHE_FILE
+from prefray.engine.rundir.paid import compact_paid
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class SweepOptions:
 
     @classmethod
     def from_config(cls, run_dir: Path, run: RunConfig | dict[str, Any],
-                    location: str | None = None) -> "SweepOptions":
+                    location: str | None = None) -> SweepOptions:
         return cls(run_dir=run_dir, run=RunConfig.from_config(run), location=location)
 
     @property
@@ -224,7 +225,11 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     print one line (counts by cause, later-stage units never built, the rerun command) and return
     EXIT_INCOMPLETE."""
     from prefray.engine.flow.outcome import (
-        failure_counts, missing_units, policy_summary, unbuilt_units, write_incomplete,
+        failure_counts,
+        missing_units,
+        policy_summary,
+        unbuilt_units,
+        write_incomplete,
     )
 
     missing = missing_units(options.run_dir, jobs)

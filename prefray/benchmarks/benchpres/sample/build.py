@@ -21,7 +21,14 @@ from pathlib import Path
 import yaml
 
 from prefray.benchmarks.benchpres.render import (
-    DEFAULT_LAYOUT, EVERY, bio_statements, context_key, interleave, memory_item_template, render_memory, render_prompt,
+    DEFAULT_LAYOUT,
+    EVERY,
+    bio_statements,
+    context_key,
+    interleave,
+    memory_item_template,
+    render_memory,
+    render_prompt,
     task_template,
 )
 from prefray.benchmarks.benchpres.scoring import nickname_of
