@@ -20,8 +20,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                        "a JSON or JSONL dataset must be UTF-8") from None
     if path.suffix == ".json":
         try:
             data = json.loads(text)
