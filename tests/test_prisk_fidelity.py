@@ -32,6 +32,7 @@ def test_an_exact_stage_budget_is_sent_as_is():
     assert sent.params == {"max_tokens": 250, "temperature": 0.0}                     # the control key is not sent
 
 
+@pytest.mark.e2e
 def test_prisk_requests_carry_the_papers_budgets(run_cli, fake_server, tmp_path):
     """Claude Sonnet 4.5 answering and routing, GPT-5.1 judging, both at the fake provider: the
     provider receives 1600 (answers), 250 (routing) and 512 (judge), not the models' 2048 / 4096."""
