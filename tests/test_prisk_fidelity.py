@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from prefray.benchmarks.prisk.pipeline import PROMPTS
 from prefray.engine.prompts import read_prompt
 
