@@ -7,8 +7,8 @@ replicated into a synthetic run: copy k goes to one of `--models` model names an
 instance ids (c<k>-instance), so every copy is a distinct set of units with the texts, meta and
 verdicts of real rows. About 1% of the units get a failed first attempt (a timeout) before their
 ok row, so the best-attempt dedupe has work to do. The gateways' paid record (ledger/*.jsonl, two
-lines per try) is copied alongside and rolled into Parquet, as a run does when its calls are over. Rows are split 80/20 between BenchPreS and CUPID
-and written as `--files` Parquet files.
+lines per try) is copied alongside and rolled into Parquet, as a run does when its calls are over.
+Rows are split 80/20 between BenchPreS and CUPID and written as `--files` Parquet files.
 
 Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
 deltas.*, calls.csv, costs.csv, judge_agreement.csv, plots/) in a fresh subprocess; its wall time
@@ -157,7 +157,8 @@ def aggregate_once(run_dir: Path, names: list[str], fresh: bool = True) -> tuple
         shutil.rmtree(run_dir / "plots", ignore_errors=True)
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names)], cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     out, err = child.communicate()
     elapsed = time.perf_counter() - start
     if child.returncode != 0:
@@ -191,12 +192,14 @@ def main() -> None:
         wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
         results[size] = (wall, rss, metrics)
         again = aggregate_once(run_dir, list(templates), fresh=False)
-        print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s (metrics {metrics:.1f} s, plots {plots:.1f} s)  "
+        print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s "
+              f"(metrics {metrics:.1f} s, plots {plots:.1f} s)  "
               f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)}); "
               f"again with the figures drawn: {again[0]:.1f} s (plots {again[2]:.1f} s)", flush=True)
     if len(results) > 1:
         (small, (w0, r0, m0)), (large, (w1, r1, m1)) = min(results.items()), max(results.items())
-        print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), peak RSS {r1 / r0:.2f}x")
+        print(f"ratio {large:,} / {small:,} rows: time {w1 / w0:.2f}x (metrics {m1 / m0:.2f}x), "
+              f"peak RSS {r1 / r0:.2f}x")
     print(f"load average: {os.getloadavg()[0]:.1f}   (target at 1M rows: <= 10 s, <= 2 GB)")
     if not args.keep:
         shutil.rmtree(root)

@@ -30,7 +30,8 @@ MODEL, JUDGE = "fake-model", "fake-judge"
 def one_run(rpm: int, latency: float, limit: int) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     window = ("--rpm", str(rpm), "--strict-window", "60", "--latency", str(latency))
-    with fake_server(*window, "--limit-models", MODEL) as port_a, fake_server(*window, "--limit-models", JUDGE) as port_b:
+    with (fake_server(*window, "--limit-models", MODEL) as port_a,
+          fake_server(*window, "--limit-models", JUDGE) as port_b):
         launch("benchmark=benchpres", "condition=default", "model=fake", "judge=fake", f"limit={limit}",
                f"model.base_url=http://127.0.0.1:{port_a}/v1", f"judge.base_url=http://127.0.0.1:{port_b}/v1",
                f"model.rpm={rpm}", f"judge.rpm={rpm}", f"run.dir={run_dir}", "run.cache=false", "run.progress=false")

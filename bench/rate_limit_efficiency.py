@@ -17,7 +17,8 @@ Printed per latency (default 0.5, 2 and 8 s): the median of `--repeats` runs, wi
 any run got from the server (target 0). The default 117 instances × 9 samples (1,053 generation
 calls, 126 s of gpt-4o's RPM) let the lane's first wait amortise as it does in a sweep;
 `--limit 40 --samples 3` shows it on a short run.
-Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 117] [--samples 9] [--repeats 3]
+Usage: python bench/rate_limit_efficiency.py [--model gpt-4o] [--latencies 0.5,2,8] [--limit 117]
+                                             [--samples 9] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def main() -> None:
     config = model_config(args.model)
     print(f"{args.model}: rpm {config['rpm']}, tpm {config['tpm']}, max_concurrency {config['max_concurrency']}")
     for latency in (float(x) for x in args.latencies.split(",")):
-        runs = sorted((one_latency(config, latency, args.limit, args.samples) for _ in range(args.repeats)), key=lambda r: r["ratio"])
+        runs = sorted((one_latency(config, latency, args.limit, args.samples) for _ in range(args.repeats)),
+                      key=lambda r: r["ratio"])
         r = runs[len(runs) // 2]
         ratios = ", ".join(f"{x['ratio']:.3f}" for x in runs)
         print(f"latency {r['latency']:>4.1f} s: {r['requests']} requests, span {r['span']:.1f} s, "
-              f"bound {r['bound']:.1f} s, median ratio {r['ratio']:.3f} (runs: {ratios}), without the lane's probe wait "
+              f"bound {r['bound']:.1f} s, median ratio {r['ratio']:.3f} (runs: {ratios}), "
+              f"without the lane's probe wait "
               f"{r['after_probe']:.3f} (target <= 1.05), 429s {max(x['429s'] for x in runs)} (target 0)", flush=True)
 
 

@@ -7,7 +7,8 @@ the message 3 times at temperature 1.0; a judge decides per (response, preferenc
 preference is reflected (nicknames by exact match) and grades task completeness 1–5.
 Conditions: default, defense (an instruction to apply only fitting preferences), no_preferences
 (the memory without its preference statements; the completeness baseline).
-Metrics: MR, AAR, AAR−MR (per domain, per category), completeness and its paired delta, failure-class counts, unmapped contexts.
+Metrics: MR, AAR, AAR−MR (per domain, per category), completeness and its paired delta,
+failure-class counts, unmapped contexts.
 
 Run: python -m prefray.launch -m benchmark=benchpres condition=all model=local judge=local limit=2
 """

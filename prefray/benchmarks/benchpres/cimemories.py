@@ -222,7 +222,8 @@ def cimemories_instances(profiles_path: str | None, preferences_path: str | None
             domain = own or domains.get(key, "other")
             if not own and key not in domains:
                 unmapped.append(context_key(recipient, task))
-            instances.append(Instance(instance_id(name, recipient, task), render_prompt(memory, recipient, task, template),
+            instances.append(Instance(instance_id(name, recipient, task),
+                                      render_prompt(memory, recipient, task, template),
                                       preferences, name, task, recipient, domain, source=f"{where} ({key})",
                                       context_known=bool(own) or key in domains))
     missing = sorted(set(wanted) - found)

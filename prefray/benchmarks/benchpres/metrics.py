@@ -197,7 +197,8 @@ def paired_deltas(scores: pa.Table, baseline: str) -> dict[tuple, tuple[float, i
 def completeness_metrics(scores: pa.Table, baseline: str) -> list[dict[str, Any]]:
     """`completeness` per model×condition×judge and the paired `completeness_delta` against baseline."""
     rows = []
-    for metric, values in (("completeness", _mean_scores(scores)), ("completeness_delta", paired_deltas(scores, baseline))):
+    for metric, values in (("completeness", _mean_scores(scores)),
+                           ("completeness_delta", paired_deltas(scores, baseline))):
         rows += [{"model": model, "condition": condition, "judge": judge, "metric": metric,
                   "value": value, "n": n, "excluded": excluded}
                  for (model, condition, judge), (value, n, excluded) in sorted(values.items())]

@@ -3,8 +3,9 @@
 Two memory layouts (`benchmark.memory_layout`, README "Memory layout"):
   knowledge  (default) the layout of the paper's source: a headed block of the user's memories
              gathered from earlier conversations, one statement per item (prompts/memory_item.txt,
-             "- {statement}"), then the request (prompts/task_knowledge.txt). The bio is not added: CIMemories profiles already hold
-             it as memory statements; the sample's bio becomes its first memory statements.
+             "- {statement}"), then the request (prompts/task_knowledge.txt). The bio is not added:
+             CIMemories profiles already hold it as memory statements; the sample's bio becomes its first
+             memory statements.
   tagged     the earlier prefray layout: third-person bio sentences, then the statements, inside
              <memory>…</memory> (prompts/task_tagged.txt).
 Every memory line is one line: a newline inside a value (a CIMemories address is

@@ -276,7 +276,8 @@ def _ok_fields(rows: pa.Table, fields: pa.Schema) -> dict[str, pa.Array]:
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
         values = [json.loads(text) for text in texts.to_pylist()]
         parsed = pa.table({f.name: pa.array([v.get(f.name) if v else None for v in values], f.type) for f in fields})
-    where = pc.if_else(answered, pc.subtract(pc.cumulative_sum(answered.cast(pa.int64())), 1), pa.scalar(None, pa.int64()))
+    where = pc.if_else(answered, pc.subtract(pc.cumulative_sum(answered.cast(pa.int64())), 1),
+                       pa.scalar(None, pa.int64()))
     return {f.name: pc.take(parsed[f.name], where) for f in fields}
 
 

@@ -36,7 +36,8 @@ def _units(table: pa.Table, metric: pa.Array | str, value: pa.Array, profiles: d
     cluster = pc.coalesce(pc.take(pa.array(list(profiles.values()), pa.string()), found), table["instance_id"])
     if isinstance(metric, str):
         metric = pa.repeat(pa.scalar(metric, pa.string()), table.num_rows)
-    return pa.table({"benchmark": pa.repeat(pa.scalar("benchpres", pa.string()), table.num_rows), "model": table["model"],
+    return pa.table({"benchmark": pa.repeat(pa.scalar("benchpres", pa.string()), table.num_rows),
+                     "model": table["model"],
                      "condition": table["condition"], "judge": table["judge"], "metric": metric,
                      "cluster": cluster, "value": value}).cast(UNIT_SCORE_SCHEMA)
 

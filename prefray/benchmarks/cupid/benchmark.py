@@ -56,7 +56,8 @@ HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
 # A well-formed inference answer for cost estimates (simulated answers rarely carry the section).
 EXAMPLE_INFERENCE = ("The user asked for tables twice in this kind of work.\n"
-                     "<preference>The user wants the answer shaped to the situation this request comes from.</preference>")
+                     "<preference>The user wants the answer shaped to the situation this request comes from."
+                     "</preference>")
 
 __all__ = ["Cupid", "infer_messages", "render_log", "render_session", "summarize_messages"]
 

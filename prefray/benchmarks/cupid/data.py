@@ -149,7 +149,8 @@ def validate(records: list[Any], where: str) -> list[Instance]:
             errors.append(str(exc))
             continue
         if inst.instance_id in seen:
-            errors.append(f"row {i}: duplicate (persona_id, instance_type) {inst.instance_id!r} (first in row {seen[inst.instance_id]})")
+            errors.append(f"row {i}: duplicate (persona_id, instance_type) {inst.instance_id!r} "
+                          f"(first in row {seen[inst.instance_id]})")
             continue
         seen[inst.instance_id] = i
         low, high = USUAL_CHECKLIST
@@ -159,7 +160,8 @@ def validate(records: list[Any], where: str) -> list[Instance]:
     if errors:
         raise DataError(_report(where, errors))
     if unusual:
-        listed = ", ".join(unusual[:MAX_LISTED]) + (f" and {len(unusual) - MAX_LISTED} more" if len(unusual) > MAX_LISTED else "")
+        listed = ", ".join(unusual[:MAX_LISTED]) + (f" and {len(unusual) - MAX_LISTED} more"
+                                                    if len(unusual) > MAX_LISTED else "")
         warn_once(f"{where}: {len(unusual)} row(s) have a checklist outside the paper's 2-4 items, kept as "
                   f"they are: {listed}")
     return instances

@@ -82,8 +82,10 @@ _FILLER = r"(?:\s+(?:about|approximately|roughly|exactly|only|just|around|nearly
 # "for 2 hours and 30 minutes", "12 cookies per batch", "$15/week", "at $3.50 each".
 _QUALIFIER_BEFORE = (r"\b(?:after|over|in|within|for|per|each|every|from|by|at|with|during|across|among)"
                      r"(?:\s+(?:the|a|an|all|those|these|his|her|their|its|your|my|next|first|last|another|only))*\s*$")
-_RATE_AFTER = r"(?:\s*[a-z]+){0,2}\s*(?:per\b|each\b|every\b|an?\s+(?:hour|day|week|month|year|batch|piece|item)\b|/\s*[a-z])"
-_REASON = r"(?:\s[–—]\s|;|\bbecause\b|\bsince\b|\bso\s+that\b|\bwhich\s+means\b|(?<=[^\d\s])\.(?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|$))"
+_RATE_AFTER = (r"(?:\s*[a-z]+){0,2}\s*"
+               r"(?:per\b|each\b|every\b|an?\s+(?:hour|day|week|month|year|batch|piece|item)\b|/\s*[a-z])")
+_REASON = (r"(?:\s[–—]\s|;|\bbecause\b|\bsince\b|\bso\s+that\b|\bwhich\s+means\b"
+           r"|(?<=[^\d\s])\.(?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|$))")
 
 
 def _drop_asides_in_brackets(segment: str) -> str:

@@ -103,7 +103,8 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
     head = {"model": model, "condition": condition, "judge": ""}
     scored = [r for r in rows if r["C"] is not None]
     cr = [100.0 * sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
-    out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored), [cluster_key(r["persona"], r["item"]) for r in scored])}]
+    out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored),
+                             [cluster_key(r["persona"], r["item"]) for r in scored])}]
     out.append({**head, **_relcr(scored, base)})
     uir, uir_units, incidences, missing = [], [], [], 0
     personas_of: dict[str, list[str]] = {}

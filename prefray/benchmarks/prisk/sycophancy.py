@@ -1,10 +1,11 @@
 """PRISK sycophancy: does the personalized answer move toward the user's side?
 
 Every job, the base condition included, pairs each persona with each agreement item and with each
-perspective item relevant to them (`relevant_preferences`, see data.py; instance `<persona>--<item>`); under base the answer is generated once per item (the query alone) and
-judged for every persona. A `reference` stage writes the generic answer: the query alone with its
-own seeds (sample s uses seed + REFERENCE_SEED + s), identical in every condition, so the base
-condition's answers are an independent draw compared with it.
+perspective item relevant to them (`relevant_preferences`, see data.py; instance `<persona>--<item>`);
+under base the answer is generated once per item (the query alone) and judged for every persona. A
+`reference` stage writes the generic answer: the query alone with its own seeds (sample s uses
+seed + REFERENCE_SEED + s), identical in every condition, so the base condition's answers are an
+independent draw compared with it.
 
 The sycophancy judge (1-5, the paper's polarity) sees the user's side, the reference answer and
 the answer to judge:

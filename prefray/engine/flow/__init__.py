@@ -1,1 +1,2 @@
-"""How a sweep runs: the job runner (stages as tasks), the sweep session, progress, exit codes, run ownership, the answer journal."""
+"""How a sweep runs: the job runner (stages as tasks), the sweep session, progress, exit codes, run ownership,
+the answer journal."""

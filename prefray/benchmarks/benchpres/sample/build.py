@@ -135,7 +135,8 @@ def sample_rows(layout: str = DEFAULT_LAYOUT, settings: dict | None = None) -> l
     """The sample's hub-schema rows rendered in `layout` (task prompt through `benchmark.prompts`)."""
     with open(PROFILES_PATH, encoding="utf-8") as f:
         profiles = yaml.safe_load(f)["profiles"]
-    return build_rows(profiles, load_contexts(), task_template(layout, settings), layout, memory_item_template(settings))
+    return build_rows(profiles, load_contexts(), task_template(layout, settings), layout,
+                      memory_item_template(settings))
 
 
 def build(out_path: Path = OUT_PATH) -> list[dict]:

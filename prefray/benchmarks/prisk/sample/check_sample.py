@@ -151,7 +151,8 @@ def check_profiles(d: Path) -> dict:
                 role = req(t, "role", str, fn, ln, tpre)
                 expected = "user" if ti % 2 == 0 else "assistant"
                 if role != expected:
-                    fail(fn, ln, tpre + "role", f"expected {expected!r} (turns alternate, starting with user), got {role!r}")
+                    fail(fn, ln, tpre + "role",
+                         f"expected {expected!r} (turns alternate, starting with user), got {role!r}")
                 req(t, "content", str, fn, ln, tpre)
             n_conv += 1
             n_turns += len(turns)
@@ -213,11 +214,14 @@ def check_irp(d: Path) -> dict:
                     if not isinstance(c, str) or not c.strip():
                         fail(fn, ln, f"choices[{ci}]", "must be a non-empty string")
                 labelled = parse_labelled(q)
-                if [l for l, _ in labelled] != list(letters):
-                    fail(fn, ln, "question", f"must list labelled choices {', '.join(l + ')' for l in letters)} in order; found {[l + ')' for l, _ in labelled]}")
-                for ci, (l, text) in enumerate(labelled):
+                if [letter for letter, _ in labelled] != list(letters):
+                    fail(fn, ln, "question",
+                         f"must list labelled choices {', '.join(letter + ')' for letter in letters)} in order; "
+                         f"found {[letter + ')' for letter, _ in labelled]}")
+                for ci, (letter, text) in enumerate(labelled):
                     if text != choices[ci].strip():
-                        fail(fn, ln, "question", f"labelled choice '{l}) {text}' does not match choices[{ci}] {choices[ci]!r}")
+                        fail(fn, ln, "question",
+                             f"labelled choice '{letter}) {text}' does not match choices[{ci}] {choices[ci]!r}")
                 if len(set(choices)) != n:
                     fail(fn, ln, "choices", "duplicate choices")
                 if gold not in letters:
@@ -306,7 +310,10 @@ def check_sycophancy(d: Path) -> dict:
 def check_no_leak(profile_rows, questions):
     """Memory must not restate any IRP question verbatim."""
     fn = "profiles.jsonl"
-    norm = lambda s: " ".join(s.lower().split())
+
+    def norm(s):
+        return " ".join(s.lower().split())
+
     qs = [norm(q.split(" A) ")[0]) for q in questions]
     for ln, p in profile_rows:
         for ci, c in enumerate(p["memory"]):
