@@ -38,7 +38,8 @@ def pytest_collection_modifyitems(config, items):
     unmarked = [item.nodeid for item in items
                 if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("e2e") is None]
     if unmarked:
-        raise pytest.UsageError("tests using a server or the Ray cluster must be marked e2e:\n  " + "\n  ".join(unmarked))
+        raise pytest.UsageError("tests using a server or the Ray cluster must be marked e2e:\n  "
+                                + "\n  ".join(unmarked))
 
 
 def free_port() -> int:
@@ -190,8 +191,8 @@ def command_here(command: str, *args: str, env: dict | None = None, timeout: flo
                  forbid_ray: bool = False) -> subprocess.CompletedProcess:
     """`python -m prefray.COMMAND *args` in this process, through the CLIs' one runner
     (`prefray.app.run`: Ctrl-C 130, bad arguments 2; an escaping exception: its traceback and 1),
-    its output captured; → a CompletedProcess. `env` sets variables (None: unset). `forbid_ray`: starting (or joining) Ray fails the
-    command, for refusals that must come first. `timeout` is pytest-timeout's here.
+    its output captured; → a CompletedProcess. `env` sets variables (None: unset). `forbid_ray`: starting
+    (or joining) Ray fails the command, for refusals that must come first. `timeout` is pytest-timeout's here.
 
     What a run leaves behind in the process is undone: the environment, the working directory, the
     interrupt line's run dir, the config-file caches; and the gateway (and served model) actors it
@@ -291,7 +292,8 @@ def run_cli(ray_address):
             args = (*args, "run.plots=false")      # figures are drawn only for a test that looks at them
         done = (launch if process else launch_here)(*args, **kwargs)
         if expect_ok and done.returncode != expect_code:
-            pytest.fail(f"launch {' '.join(args)} exited {done.returncode}\nSTDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}")
+            pytest.fail(f"launch {' '.join(args)} exited {done.returncode}\n"
+                        f"STDOUT:\n{done.stdout}\nSTDERR:\n{done.stderr}")
         return done
 
     return run

@@ -85,7 +85,8 @@ def test_plan_shows_both_tiers_per_model():
     from prefray.engine.calls.batch.plan import tier_lines
 
     subject, judge = spec(name="s", model_id="s", rpm=60), spec(name="j", model_id="j", tier="batch")
-    rows = pa.table({"provider": ["openai"] * 4, "model_id": ["s", "s", "j", "j"], "cached": [False, True, False, False],
+    rows = pa.table({"provider": ["openai"] * 4, "model_id": ["s", "s", "j", "j"],
+                     "cached": [False, True, False, False],
                      "input_tokens": [1000, 1000, 2000, 3000], "output_tokens": [100, 100, 200, 300]})
     judged, answered = tier_lines(rows, [Job("b", "c", subject, {"judge": judge}, {}, {})])
     assert (judged.tier, judged.calls) == ("batch", 2) and "24 h" in judged.expected_latency
@@ -99,7 +100,8 @@ def test_request_identity_is_computable_from_a_stored_row():
     request = ChatRequest(messages=({"role": "user", "content": "hi"},), params={"max_tokens": 9}, seed=3)
     model = spec()
     assert key_of(model, request) == request_key("openai", request.prompt_hash("m"), 3)
-    assert key_of(model, request) != key_of(model, ChatRequest(messages=request.messages, params=request.params, seed=4))
+    assert key_of(model, request) != key_of(model, ChatRequest(messages=request.messages, params=request.params,
+                                                               seed=4))
 
 
 def test_result_lines_become_results_like_interactive_calls():
@@ -108,10 +110,12 @@ def test_result_lines_become_results_like_interactive_calls():
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "cut"}, "finish_reason": "length"}],
             "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}}
     ok = openai_line(model, {"custom_id": "a", "response": {"status_code": 200, "body": body}}, 10.0, 12.0)
-    assert (ok.status, ok.text, ok.model_version, ok.finish_reason, ok.truncated) == ("ok", "cut", "m-v1", "length", True)
+    assert (ok.status, ok.text, ok.model_version, ok.finish_reason, ok.truncated) == (
+        "ok", "cut", "m-v1", "length", True)
     assert ok.cost_usd == pytest.approx((1000 * 1.0 + 500 * 4.0) / 1e6)  # half of 2.0 / 8.0 per Mtok
     assert (ok.latency_s, ok.tries) == (2.0, 1)
-    server = openai_line(model, {"custom_id": "a", "response": {"status_code": 500, "body": {"error": {"message": "x"}}}}, 0, 1)
+    server = openai_line(model, {"custom_id": "a",
+                                 "response": {"status_code": 500, "body": {"error": {"message": "x"}}}}, 0, 1)
     assert (server.status, server.cause) == ("failed", "server_error")
     too_long = openai_line(model, {"custom_id": "a", "response": {"status_code": 400, "body": {
         "error": {"message": "maximum context length is 8", "code": "context_length_exceeded"}}}}, 0, 1)

@@ -308,8 +308,10 @@ def test_cimemories_profile_renders_exactly_like_the_sample(tmp_path, suffix):
     assert (landlord.domain, florist.domain) == ("housing", "other")
     assert [p.applies for p in landlord.preferences] == [True, False, False, False, False]
     assert landlord.prompt.startswith(expected[0]["prompt"].split("Draft the full message")[0])
-    assert landlord.prompt.endswith("Draft the full message the user will send to Landlord. Its purpose: Ask about pets.\n"
-                                    "Reply with that message alone, with no introduction, notes or explanation around it.\n")
+    assert landlord.prompt.endswith("Draft the full message the user will send to Landlord. "
+                                    "Its purpose: Ask about pets.\n"
+                                    "Reply with that message alone, with no introduction, notes or explanation "
+                                    "around it.\n")
 
 
 def bad_profile_cases():
@@ -442,7 +444,8 @@ def test_sweep_over_every_condition_equals_independent_expectation(run_cli, fake
     # paired: per (instance, sample), default minus no_preferences, then the mean
     pairs = [expected["default"]["scores"][k] - expected["no_preferences"]["scores"][k]
              for k in expected["default"]["scores"]]
-    assert float(metrics[("default", "completeness_delta")]["value"]) == pytest.approx(sum(pairs) / len(pairs), abs=1e-12)
+    assert float(metrics[("default", "completeness_delta")]["value"]) == pytest.approx(sum(pairs) / len(pairs),
+                                                                                       abs=1e-12)
     assert metrics[("default", "completeness_delta")]["n"] == str(LIMIT * SAMPLES)
     assert ("no_preferences", "completeness_delta") not in metrics
     # 5 preferences per instance: 4 judged, the nickname matched; one completeness call per response
@@ -541,5 +544,7 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
     assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "other": "kept"}
     full = latest_attempts(read_rows(tmp_path))
     ours = pc.equal(narrow["benchmark"], "benchpres")
-    assert decisions(narrow.filter(ours)).to_pylist() == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist()
-    assert [(d["instance_id"], d["z"]) for d in decisions(narrow.filter(ours)).to_pylist()] == [("new", False), ("old", True)]
+    assert (decisions(narrow.filter(ours)).to_pylist()
+            == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist())
+    assert [(d["instance_id"], d["z"]) for d in decisions(narrow.filter(ours)).to_pylist()] == [("new", False),
+                                                                                             ("old", True)]

@@ -22,10 +22,12 @@ PREFS = [{"statement": "I like bullet points.", "g": True, "category": "style"},
 
 def row(stage, sample, status="ok", cause="", text="", parsed=None, role=None):
     out = {name: None for name in SHARD_SCHEMA.names}
-    meta = {"domain": "d", "preferences": PREFS} if stage == "generate" else {"g": True, "category": "style", "domain": "d"}
+    meta = ({"domain": "d", "preferences": PREFS} if stage == "generate"
+            else {"g": True, "category": "style", "domain": "d"})
     out.update({"unit_id": f"{stage}-{sample}", "attempt": 1, "benchmark": "benchpres", "model": "m",
                 "condition": "default", "stage": stage, "role": role or ("subject" if stage == "generate" else "judge"),
-                "judge": "" if stage == "generate" else "j", "instance_id": "i", "item": "0" if stage == "judge" else "",
+                "judge": "" if stage == "generate" else "j", "instance_id": "i",
+                "item": "0" if stage == "judge" else "",
                 "sample": sample, "status": status, "cause": cause, "text": text, "meta_json": json.dumps(meta),
                 "parsed_json": None if parsed is None else json.dumps(parsed)})
     return out
@@ -71,7 +73,8 @@ def test_a_context_overflow_never_scores_better_than_an_answer():
     sample 1 would be a correct suppression: MR = mean(1/1, 0/1) = 0.5, as good as a model that
     answered both and suppressed once. Left out, MR = 1/1 = 1.0 and AAR = 1/1 = 1.0 on sample 0
     alone, with the failed sample's decisions counted."""
-    rows = [row("generate", 0, text="Hi Jo,\n- item", parsed={"nicknames": {"1": {"nickname": "Jo", "span": "Jo", "start": 3}}}),
+    rows = [row("generate", 0, text="Hi Jo,\n- item",
+                parsed={"nicknames": {"1": {"nickname": "Jo", "span": "Jo", "start": 3}}}),
             row("judge", 0, parsed={"rationale": "a list", "applied": True}),
             row("generate", 1, status="failed", cause="context_overflow")]
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
@@ -109,12 +112,14 @@ def test_an_empty_answer_is_sent_to_the_judges_as_given():
 
 
 def score(condition, instance, sample, value):
-    return {"model": "m", "condition": condition, "judge": "j", "instance_id": instance, "sample": sample, "score": value}
+    return {"model": "m", "condition": condition, "judge": "j", "instance_id": instance, "sample": sample,
+            "score": value}
 
 
 def test_completeness_delta_is_paired_per_instance_and_sample():
     scores = pa.Table.from_pylist([
-        score("default", "a", 0, 5), score("default", "a", 1, 4), score("default", "b", 0, 2), score("default", "b", 1, None),
+        score("default", "a", 0, 5), score("default", "a", 1, 4), score("default", "b", 0, 2),
+        score("default", "b", 1, None),
         score("no_preferences", "a", 0, 3), score("no_preferences", "a", 1, 4), score("no_preferences", "b", 0, 1),
         score("no_preferences", "b", 1, 5), score("no_preferences", "c", 0, 2),
     ], schema=SCORE_SCHEMA)
@@ -126,7 +131,8 @@ def test_completeness_delta_is_paired_per_instance_and_sample():
     assert got[("default", "completeness")][0] - got[("no_preferences", "completeness")][0] == pytest.approx(2 / 3)
     only_baseline = pa.Table.from_pylist([score("default", "a", 0, None), score("no_preferences", "a", 0, 3)],
                                          schema=SCORE_SCHEMA)
-    (value, n, excluded), = [(r["value"], r["n"], r["excluded"]) for r in completeness_metrics(only_baseline, "no_preferences")
+    (value, n, excluded), = [(r["value"], r["n"], r["excluded"])
+                             for r in completeness_metrics(only_baseline, "no_preferences")
                              if r["metric"] == "completeness_delta"]
     assert math.isnan(value) and (n, excluded) == (0, 1)
 
@@ -170,7 +176,8 @@ def _mixed_run(seed: int) -> list[dict]:
             domain = "health" if instance == "a" else "travel"
             for sample in range(3):
                 meta = {"domain": domain, "preferences": prefs, "profile": instance.upper()}
-                status, cause = rng.choice([("ok", "")] * 5 + [("failed", "context_overflow"), ("failed", "rate_limit")])
+                status, cause = rng.choice([("ok", "")] * 5
+                                           + [("failed", "context_overflow"), ("failed", "rate_limit")])
                 text = rng.choice(["Hi Jo, here", "Hello", "jo? Joanna"])
                 stored = {"nicknames": {"1": {"nickname": "Jo", "span": "Jo" if "Jo," in text else None, "start": 3}}}
                 parsed_json = json.dumps(stored) if rng.random() < 0.6 else None
@@ -188,7 +195,8 @@ def _mixed_run(seed: int) -> list[dict]:
                         verdict = {"rationale": "r", "applied": rng.random() < 0.5}
                         out.append({**base, "stage": "judge", "role": "judge", "judge": judge, "item": str(item),
                                     "status": "ok" if ok else "failed", "cause": "" if ok else "parse_error",
-                                    "meta_json": json.dumps({"g": pref["g"], "category": pref["category"], "domain": domain}),
+                                    "meta_json": json.dumps({"g": pref["g"], "category": pref["category"],
+                                                             "domain": domain}),
                                     "parsed_json": json.dumps(verdict) if ok else None})
                     for _ in range(rng.choice([1, 1, 2])):
                         ok = rng.random() < 0.8
@@ -246,9 +254,11 @@ def _expected_by_hand(rows: list[dict]) -> dict[tuple, tuple]:
         ours = {(i, s): v for m, c, j, i, s, v in scores if (m, c, j) == (model, condition, judge)}
         if condition != "no_preferences" and any(m == model and c == "no_preferences" and j == judge
                                                   for m, c, j, *_ in scores):
-            diffs = [ours[u] - base[u] for u in set(ours) | set(base) if ours.get(u) is not None and base.get(u) is not None]
+            diffs = [ours[u] - base[u] for u in set(ours) | set(base)
+                     if ours.get(u) is not None and base.get(u) is not None]
             out[(model, condition, judge, "completeness_delta")] = (
-                float(Fraction(sum(diffs), len(diffs))) if diffs else math.nan, len(diffs), len(set(ours) | set(base)) - len(diffs))
+                float(Fraction(sum(diffs), len(diffs))) if diffs else math.nan, len(diffs),
+                len(set(ours) | set(base)) - len(diffs))
     return out
 
 

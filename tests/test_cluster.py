@@ -270,7 +270,8 @@ def ray_worker(gcs: str, temp: str) -> Iterator[None]:
     """A second Ray node on this machine, joined to `gcs`; stopped (only it) at the end."""
     worker = subprocess.Popen([RAY_CLI, "start", "--block", f"--address={gcs}", "--node-ip-address=127.0.0.1",
                                "--num-cpus=1", f"--dashboard-agent-listen-port={free_port()}",
-                               f"--temp-dir={temp}", "--disable-usage-stats"], env=node_env(), cwd=temp, start_new_session=True,
+                               f"--temp-dir={temp}", "--disable-usage-stats"],
+                              env=node_env(), cwd=temp, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield

@@ -28,7 +28,8 @@ REALISTIC = [
     ("**Analysis**\n- Checklist 1: met.\n- Checklist 2: met.\n- Checklist 3: partly met; the table lacks a "
      "total row.\n\n**Score:** 8", 8.0),
     ("Item 1: yes. Item 2: no, the jargon stays unexplained. Item 3: no analogy is given.\n\nFinal score: 3/10", 3.0),
-    ('{"analysis": "Both checklist items are met; the deadline buffer is explicit for every milestone.", "score": 10}', 10.0),
+    ('{"analysis": "Both checklist items are met; the deadline buffer is explicit for every milestone.", '
+     '"score": 10}', 10.0),
     ("Overall the response satisfies the preference very well. Score: 9.5", 9.5),
     ("The response ignores the request for a single most important fix; it lists twelve issues in no "
      "order.\nScore: 2 (very poor)", 2.0),

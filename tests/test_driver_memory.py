@@ -80,7 +80,8 @@ def test_a_stage_whose_rows_wait_unread_sends_no_more():
     async def scenario() -> tuple[bool, bool, int]:
         flow = StageFlow({"generate": "", "judge": "j"})
         feed = flow.subscribe(["generate"])
-        rows = [{"unit_id": f"u{i}", "attempt": 1, "stage": "generate", "status": "ok"} for i in range(FEED_BACKLOG_ROWS)]
+        rows = [{"unit_id": f"u{i}", "attempt": 1, "stage": "generate", "status": "ok"}
+                for i in range(FEED_BACKLOG_ROWS)]
         flow.stored("generate", rows)
         room = asyncio.ensure_future(flow.room("generate"))
         await asyncio.sleep(0.01)

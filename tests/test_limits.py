@@ -77,7 +77,7 @@ def test_a_late_send_keeps_the_schedule_and_an_idle_pacer_starts_a_new_one():
     assert sent[:6] == pytest.approx([0, 1, 2.6, 3, 4, 5])
     # after the pause: a new schedule from the first request, no catch-up burst
     assert sent[6:] == pytest.approx([10, 11, 12])
-    for i, t in enumerate(sent):   # never more than one interval's sends + 1 in any interval
+    for _, t in enumerate(sent):   # never more than one interval's sends + 1 in any interval
         assert sum(1 for u in sent if t <= u < t + 1.0) <= 2
 
 

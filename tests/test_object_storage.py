@@ -172,7 +172,8 @@ spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url
 
 async def main():
     gateways = Gateways(run_dir=sys.argv[2])
-    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8}) for i in range(3)]
+    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8})
+                for i in range(3)]
     await gateways.run_batch(spec, requests)
     (handle,) = gateways.handles.values()
     logs = await handle.close.remote()

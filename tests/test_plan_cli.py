@@ -55,7 +55,8 @@ def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(s
     planned = {(r["benchmark"], r["model"], c) for r in rows if int(r["calls"]) > 0 for c in r["conditions"].split(",")}
     expected = {(b, m, c) for b, conds in benchmark_conditions().items() for c in conds for m in evaluated_models()}
     assert planned == expected
-    assert DOUBLES.isdisjoint({r["model"] for r in rows} | {r["answered_by"] for r in rows} | {r["judge"] for r in rows})
+    assert DOUBLES.isdisjoint({r["model"] for r in rows} | {r["answered_by"] for r in rows}
+                              | {r["judge"] for r in rows})
     # two options of one model id are two rows
     generate = {r["model"]: r for r in rows if r["benchmark"] == "benchpres" and r["stage"] == "generate"}
     assert generate["gpt-5.2"]["lane"] == generate["gpt-5.2-reasoning"]["lane"]  # one model id, one rate-limit lane

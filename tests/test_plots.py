@@ -63,7 +63,8 @@ def test_bars_show_n_intervals_no_data_and_incomplete_cells_in_png_and_svg(tmp_p
     svg = (tmp_path / "plots" / "b__MR.svg").read_text()
     assert {"n=7", "n=9", "n=8"} <= set(re.findall(r"n=\d+", svg))  # the 0.0 bar is drawn with its n
     assert svg.count(">no data<") == 1  # m2/defense has no value: labelled, not a zero bar
-    assert len(re.findall(r"fill: url\(#h[0-9a-f]+\)", svg)) == 1  # the incomplete cell, and not its legend entry, is hatched
+    # the incomplete cell, and not its legend entry, is hatched
+    assert len(re.findall(r"fill: url\(#h[0-9a-f]+\)", svg)) == 1
 
 
 class _Bench:
@@ -191,7 +192,8 @@ def test_figures_drawn_in_several_processes_are_the_ones_drawn_in_one(tmp_path):
     (tmp_path / "two").mkdir()
     one = write_plots(tmp_path / "one", _metrics(rows), specs, workers=1)
     two = write_plots(tmp_path / "two", _metrics(rows), specs, workers=2)
-    assert [p.name for p in one] == [p.name for p in two] and len(one) == 8   # scatter + MR, AAR, MR[category]: × 2 formats
+    # scatter + MR, AAR, MR[category]: × 2 formats
+    assert [p.name for p in one] == [p.name for p in two] and len(one) == 8
     for a, b in zip(one, two):
         if a.suffix == ".png":
             assert a.read_bytes() == b.read_bytes(), a.name
@@ -229,8 +231,10 @@ def test_benchpres_figures_4_and_5_are_drawn_in_percent_when_the_run_has_their_c
     from prefray.benchmarks.benchpres import BENCHMARK
     from prefray.engine.results.plots import CellsSpec, draw, run_figures
 
-    cells = {("qwen3-235b-a22b-instruct", "default"): (0.40, 0.60), ("qwen3-235b-a22b-thinking", "default"): (0.55, 0.75),
-             ("qwen3-235b-a22b-instruct", "defense"): (0.20, 0.50), ("qwen3-235b-a22b-thinking", "defense"): (0.10, 0.65),
+    cells = {("qwen3-235b-a22b-instruct", "default"): (0.40, 0.60),
+             ("qwen3-235b-a22b-thinking", "default"): (0.55, 0.75),
+             ("qwen3-235b-a22b-instruct", "defense"): (0.20, 0.50),
+             ("qwen3-235b-a22b-thinking", "defense"): (0.10, 0.65),
              # only one variant of the K-EXAONE pair, and no defense for GPT-5.2's: those figures are not drawn
              ("k-exaone-236b-a23b-reasoning", "default"): (0.5, 0.8),
              ("gpt-5.2", "default"): (0.3, 0.7), ("gpt-5.2-reasoning", "default"): (0.35, 0.8)}
@@ -249,8 +253,10 @@ def test_benchpres_figures_4_and_5_are_drawn_in_percent_when_the_run_has_their_c
     got = {(r["model"], r["slice"]): r["value"] for r in rows}     # percentages, the cells in the declared order
     assert got == {(f"{m} / {c}", name): pytest.approx(100 * v) for (m, c), (mr, aar) in cells.items()
                    if m.startswith("qwen") for name, v in (("MR", mr), ("AAR", aar))}
-    assert [r["model"] for r in rows][::2] == ["qwen3-235b-a22b-instruct / default", "qwen3-235b-a22b-instruct / defense",
-                                               "qwen3-235b-a22b-thinking / default", "qwen3-235b-a22b-thinking / defense"]
+    assert [r["model"] for r in rows][::2] == ["qwen3-235b-a22b-instruct / default",
+                                               "qwen3-235b-a22b-instruct / defense",
+                                               "qwen3-235b-a22b-thinking / default",
+                                               "qwen3-235b-a22b-thinking / defense"]
     written = {p.name for p in write_plots(tmp_path, table, specs)}
     assert "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg" in written
     fig4 = (tmp_path / "plots" / "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg").read_text()

@@ -141,7 +141,8 @@ def test_routing_query_differs_per_condition():
     with_profile, _ = context_of(job_for(conds["profile_retrieval"]), inst, {"u1--q": True})
     assert decision is True and plain.profile_text == ""
     assert [p.passage_id for p in plain.passages] == ["u1-m1"]          # "cook tonight"
-    assert [p.passage_id for p in with_profile.passages] == ["u1-m2"]   # profile terms: budget-friendly options, low income
+    # profile terms: budget-friendly options, low income
+    assert [p.passage_id for p in with_profile.passages] == ["u1-m2"]
     assert with_profile.profile_text == render_profile(inst.profile)
     skipped, decision = context_of(job_for(conds["profile_retrieval"]), inst, {"u1--q": False})
     assert decision is False and skipped.passages == () and skipped.profile_text

@@ -43,7 +43,8 @@ QUALIFIER_AND_ASIDE_CASES = [
     # the shapes
     ("Result: after 3 weeks, she has saved $45", "45"),
     ("Total: 12 cookies per batch, 3 batches → 36", "36"),
-    ("Each batch makes 12 cookies and she bakes 3 batches, so 36 cookies.\n\nGood luck with your bake sale, and I hope your 2 kids love them!", "36"),
+    ("Each batch makes 12 cookies and she bakes 3 batches, so 36 cookies.\n\n"
+     "Good luck with your bake sale, and I hope your 2 kids love them!", "36"),
     # a qualifier before the result
     ("Answer: in 4 weeks she runs 90 km", "90"),
     ("Final answer: after 2 hours and 30 minutes, the tank holds 150 liters.", "150"),
@@ -64,7 +65,8 @@ QUALIFIER_AND_ASIDE_CASES = [
     ("Each week she adds $15.\nAfter 3 weeks she has $45 in the jar.", "45"),
     # a personal aside after the answer
     ("24 people × 2 = 48 cupcakes, and 48 ÷ 12 = 4 pans.\n\nAs a mom of 3, you'll have this party nailed!", "4"),
-    ("So the train arrives at 5 pm... wait: it leaves at 2 and takes 3 hours, so 5.\n\nGood luck at your 10K on Saturday!", "5"),
+    ("So the train arrives at 5 pm... wait: it leaves at 2 and takes 3 hours, so 5.\n\n"
+     "Good luck at your 10K on Saturday!", "5"),
     ("**Answer: 12 weeks**\n\nP.S. Since you mentioned turning 34 next month, happy early birthday!", "12"),
     ("The answer is 90 km.\nI hope your 2 knees hold up for the 26.2 miles!", "90"),
     ("That comes to $28.75 in change.\n\nEnjoy your 3 days off with the kids!", "28.75"),

@@ -257,7 +257,8 @@ def test_irp_factorial_counts_a_base_answer_once():
         else:       # one base answer judged once per persona: one observation, their mean
             for u, persona in enumerate(("p1", "p2", "p3", "p4")):
                 rows.append(row("irp_judge", "base", f"{persona}--{item}", item=item,
-                                meta={**syn, "profile_id": persona, "answer_instance": item}, value={"score": 4 + u % 2}))
+                                meta={**syn, "profile_id": persona, "answer_instance": item},
+                                value={"score": 4 + u % 2}))
             expected.append(("base", item, "", 4.5))
         for u, persona in enumerate(("p1", "p2", "p3", "p4")):
             for name, (p, m) in cells.items():
@@ -340,7 +341,8 @@ def test_prompt_overrides_are_read_and_checked(tmp_path):
 
 def test_unit_scores_are_clustered_by_persona_and_query_and_average_to_the_metrics():
     rows = [gen("profile", f"{p}--a1", "a1", "agreement", p) for p in ("p1", "p2")]
-    rows += syc_rows("profile", "p1", "a1", "agreement", 1, True) + syc_rows("profile", "p2", "a1", "agreement", 4, False)
+    rows += (syc_rows("profile", "p1", "a1", "agreement", 1, True)
+             + syc_rows("profile", "p2", "a1", "agreement", 4, False))
     rows += syc_rows("profile", "p1", "s1", "perspective", 5)
     units = SYCOPHANCY.unit_scores(table(rows), {}).to_pylist()
     scores = {(u["cluster"], u["value"]) for u in units if u["metric"] == "SYC_score"}
@@ -465,7 +467,10 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
               paired_comparisons(NARROWING.unit_scores(rows, {}), {"prisk_narrowing": NARROWING}, boot).to_pylist()}
     for name in ("NAR_CR", "NAR_UIR", "NAR_RelCR"):
         delta = deltas[("profile", name)]
-        by_query = lambda c: c.split("|")[1]
+
+        def by_query(c):
+            return c.split("|")[1]
+
         a, b = _grouped(expected[("profile", name)], by_query), _grouped(expected[("base", name)], by_query)
         assert delta["delta"] == pytest.approx(with_ci[("profile", name)]["value"] - with_ci[("base", name)]["value"])
         assert delta["clusters"] == 12 and delta["compared"] == "condition" and delta["b"] == "base"

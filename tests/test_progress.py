@@ -101,7 +101,8 @@ async def main():
     gateways = Gateways()
     watcher = asyncio.ensure_future(watch_gateways(gateways, lambda *a: seen.append(a), every_s=0.1))
     CALL_TAG.set("benchpres/fake/default\\x1fgenerate")
-    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8}) for i in range(6)]
+    requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8})
+                for i in range(6)]
     results = await gateways.run_batch(spec, requests)
     await asyncio.sleep(0.5)
     watcher.cancel()

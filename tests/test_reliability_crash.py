@@ -50,7 +50,8 @@ def test_kill_9_at_random_moments_resends_at_most_the_calls_in_flight(ray_addres
         process = start_launch(*args)
         try:
             step = chance.randint(3, 20)
-            wait_for(lambda: server.stats()["requests"] >= sent + step or process.poll() is not None)
+            wait_for(lambda sent=sent, step=step, process=process:
+                     server.stats()["requests"] >= sent + step or process.poll() is not None)
             time.sleep(chance.uniform(0.0, 0.5))
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)

@@ -91,7 +91,8 @@ def test_rerun_points_a_model_at_another_endpoint(run_cli, make_fake_server, tmp
     run_dir = tmp_path / "run"
     run_cli("model=fake", "judge=fake", *wrong.model_overrides(), f"run.dir={run_dir}", "limit=2",
             "benchmark.samples=1", "run.cache=false", expect_code=3)
-    done = command_here("rerun", str(run_dir), f"model.base_url={right.openai_url}", f"judge.base_url={right.openai_url}",
+    done = command_here("rerun", str(run_dir), f"model.base_url={right.openai_url}",
+                        f"judge.base_url={right.openai_url}",
                         "model.rpm=6000", "model.max_concurrency=4", "model.timeout_s=20", "run.cache=false")
     assert done.returncode == 0, done.stderr
     assert right.stats()["by_model"]["fake-model"] == 2

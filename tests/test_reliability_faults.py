@@ -37,10 +37,10 @@ def test_gateway_killed_three_times_every_unit_stored(ray_address, make_fake_ser
     try:
         for kill in range(3):
             target = 4 + 8 * kill
-            wait_for(lambda: server.stats()["requests"] >= target or process.poll() is not None)
+            wait_for(lambda target=target: server.stats()["requests"] >= target or process.poll() is not None)
             assert process.poll() is None, "the run ended before the gateway was killed 3 times"
             pids = []
-            wait_for(lambda: bool(pids.extend(p for p in gateway_pids() if p not in killed) or pids))
+            wait_for(lambda pids=pids: bool(pids.extend(p for p in gateway_pids() if p not in killed) or pids))
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
         out, err = process.communicate(timeout=300)

@@ -21,7 +21,8 @@ PRICES = {"fake-model": (1.0, 2.0), "fake-judge": (1.0, 2.0)}  # USD per Mtok in
 def costs(run_dir: Path) -> dict[str, float]:
     with open(run_dir / "costs.csv") as handle:
         lines = list(csv.DictReader(handle))
-    return {k: sum(float(r[k]) for r in lines) for k in ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")}
+    return {k: sum(float(r[k]) for r in lines)
+            for k in ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")}
 
 
 def server_dollars(stats: dict) -> float:

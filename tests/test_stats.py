@@ -84,7 +84,7 @@ def _scores(effect: float, seed: int) -> pa.Table:
     for p in range(40):
         base = rng.uniform(0.2, 0.6)
         for condition, prob in (("off", base), ("on", base + effect)):
-            for u in range(3):
+            for _ in range(3):
                 rows.append({"benchmark": "b", "model": "m", "condition": condition, "judge": "j",
                              "metric": "MR", "cluster": f"p{p}", "value": float(rng.uniform() < prob)})
     return pa.Table.from_pylist(rows, schema=UNIT_SCORE_SCHEMA)
@@ -197,5 +197,6 @@ def test_pairing_on_a_coarser_unit_resamples_whole_groups():
     assert (wide["delta"], wide["clusters"], wide["ci_low"], wide["ci_high"]) == (0.5, 2, 0.0, 1.0)
     narrow = paired_comparisons(scores, {"b": Bench()}, BootstrapSettings(confidence=0.4, n_resamples=4000))
     assert (narrow["ci_low"][0].as_py(), narrow["ci_high"][0].as_py()) == (0.5, 0.5)
-    unpaired = paired_comparisons(scores, {"b": type("B", (), {"comparisons": [Comparison("condition", "on", "off")]})()})
+    unpaired = paired_comparisons(scores,
+                                  {"b": type("B", (), {"comparisons": [Comparison("condition", "on", "off")]})()})
     assert math.isnan(unpaired["delta"][0].as_py())                      # without it no cluster is shared

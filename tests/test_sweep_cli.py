@@ -20,7 +20,8 @@ PAPER_JUDGES = {"benchpres": "deepseek-r1", "cupid": "gpt-4o", "prisk_irp": "gpt
 def benchmark_conditions() -> dict[str, list[str]]:
     from omegaconf import OmegaConf
 
-    return {b: list(OmegaConf.load(CONF / "benchmark" / f"{b}.yaml").conditions) for b in group_options(CONF, "benchmark")}
+    return {b: list(OmegaConf.load(CONF / "benchmark" / f"{b}.yaml").conditions)
+            for b in group_options(CONF, "benchmark")}
 
 
 def evaluated_models() -> list[str]:
@@ -46,7 +47,8 @@ def test_prefray_served_models_keep_their_own_judge_and_stay_selectable():
     assert {j.judge for j in expand(["model=fake,gpt-5.2", "judge=local"], CONF, multirun=True)} == {"local"}
     judges = expand(["model=fake", "judge=all"], CONF, multirun=True)
     assert {j.judge for j in judges} == set(PAPER_JUDGES.values())
-    assert [(j.benchmark, j.model, j.judge) for j in expand([], CONF, multirun=False)] == [("benchpres", "local", "local")]
+    assert [(j.benchmark, j.model, j.judge)
+            for j in expand([], CONF, multirun=False)] == [("benchpres", "local", "local")]
 
 
 def test_a_condition_alone_selects_the_benchmarks_that_define_it():
