@@ -25,15 +25,18 @@ def benchmark_conditions() -> dict[str, list[str]]:
 
 
 def evaluated_models() -> list[str]:
-    """Model options prefray does not serve itself (read here straight from the YAML files)."""
-    return [m for m in group_options(CONF, "model")
-            if OmegaConf.load(CONF / "model" / f"{m}.yaml").get("serve") is None]
+    """Model options prefray does not serve itself and that are not kept for a paper's lineup only
+    (read here straight from the YAML files)."""
+    files = {m: OmegaConf.load(CONF / "model" / f"{m}.yaml") for m in group_options(CONF, "model")}
+    return [m for m, f in files.items() if f.get("serve") is None and f.get("in_all") is not False]
 
 
 def test_all_is_every_benchmark_condition_and_evaluated_model_with_its_paper_judge():
     jobs = expand(["model=all", "condition=all"], CONF, multirun=True)
     models = evaluated_models()
     assert DOUBLES.isdisjoint(models) and {"gpt-5.2", "gpt-5.2-reasoning", "claude-sonnet-4.5"} <= set(models)
+    lineup_only = {"o3-mini-2025-01-31", "qwen3-8b-sglang", "k-exaone-236b-a23b-reasoning"}
+    assert lineup_only.isdisjoint(models) and lineup_only <= set(group_options(CONF, "model"))
     expected = {(b, m, c) for b, conds in benchmark_conditions().items() for c in conds for m in models}
     assert {(j.benchmark, j.model, j.condition) for j in jobs} == expected
     assert len(jobs) == len(expected)

@@ -172,6 +172,8 @@ class ModelSpec:
     # null: the endpoint offers no batch API, so `tier: batch` is refused for it.
     batch_discount: float | None = key(number(minimum=0, maximum=1).or_null("no batch API"), None,
                                        "share of the price saved at the batch tier")
+    # false: an option that exists for a paper's lineup (`model=paper`) and is left out of `model=all`.
+    in_all: bool = key(boolean(), True, "included in model=all")
 
     @property
     def endpoint_key(self) -> str:

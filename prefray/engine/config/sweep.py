@@ -80,11 +80,19 @@ def _served(conf_dir: str, group: str, option: str) -> str | None:
 
 
 def all_options(conf_dir: Path, group: str) -> list[str]:
-    """What `group=all` stands for: every option, less those prefray serves itself (model, judge)."""
+    """What `group=all` stands for: every option, less those prefray serves itself (model, judge)
+    and, for `model`, those kept for a paper's lineup only (`in_all: false`; `model=paper` has them)."""
     options = group_options(conf_dir, group)
     if group in EVALUATED_GROUPS:
-        return [o for o in options if served_by_prefray(conf_dir, group, o) is None]
+        options = [o for o in options if served_by_prefray(conf_dir, group, o) is None]
+    if group == "model":
+        options = [o for o in options if _in_all(str(conf_dir), o)]
     return options
+
+
+@cache
+def _in_all(conf_dir: str, option: str) -> bool:
+    return bool(_load(Path(conf_dir) / "model" / f"{option}.yaml").get("in_all", True))
 
 
 def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str]:
