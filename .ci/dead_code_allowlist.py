@@ -17,3 +17,5 @@ ScoresUnits, ReadsText  # noqa: B018
 cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona_of  # noqa: B018
 # A column of the plan's tier table, read through asdict (money/estimate_table.print_tier_lines).
 _.expected_latency  # noqa: B018
+# A model key the sweep reads from the option file (config/sweep.py: all_options), not from ModelSpec.
+_.in_all  # noqa: B018
