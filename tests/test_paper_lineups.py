@@ -71,8 +71,16 @@ def test_model_paper_is_the_papers_list_with_its_snapshots_and_routes(benchmark)
 
 
 def test_cupid_sends_table_8s_settings():
+    # Table 8: temperature 0, except o3-mini ("temperature is not supported") and Claude 3.7 with
+    # thinking ("temperature=1 (* only supported setting.)", the provider's default): never sent
+    refuses_temperature = {"o3-mini-2025-01-31", "claude-3.7-sonnet-thinking-1024"}
     for option in CUPID_TABLE_8:
-        assert sent(option, "cupid", "params", "inference")["temperature"] == 0.0
+        for stage in ("inference", "generation"):
+            params = sent(option, "cupid", "params", stage)
+            if option in refuses_temperature:
+                assert "temperature" not in params, option
+            else:
+                assert params["temperature"] == 0.0, option
     thinking = spec("claude-3.7-sonnet-thinking-1024").params
     assert thinking["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     # the answer's 1,024 tokens on top of the thinking budget (Anthropic needs max_tokens > budget)

@@ -14,6 +14,10 @@ and the request all use this number.
 A stage whose paper fixes the budget sets `exact_output_budget: true` beside its `max_tokens`: the
 request then carries exactly stage + reasoning (still capped by `max_output_tokens`), whatever the
 model declares. The key is a control key and is never sent.
+
+A model config that sets a parameter to null in its params refuses it: the request never carries
+that parameter, whatever the stage asks (o3-mini takes no temperature; Claude with thinking on takes
+only its default).
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
     """The model's default params overlaid by the stage's own, with the output budget of the rule."""
     params = {**spec.params, **request.params}
     budget = output_budget(spec, request.params)
-    for key in (*BUDGET_KEYS, EXACT_KEY):
+    refused = [key for key, value in spec.params.items() if value is None]
+    for key in (*BUDGET_KEYS, EXACT_KEY, *refused):
         params.pop(key, None)
     if budget is not None:
         params[budget[0]] = budget[1]
