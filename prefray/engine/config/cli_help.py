@@ -53,8 +53,13 @@ def groups(conf: Path) -> list[str]:
     lines += _wrap(f"benchmark: {', '.join(benchmarks)} (default: {defaults.get('benchmark')})")
     lines += _wrap(f"condition: per benchmark (* = its default) — {_conditions(conf, benchmarks)}. "
                    "condition=all without benchmark= is every benchmark with each of its conditions.")
-    lines += _wrap(f"model: {', '.join(all_options(conf, 'model'))} (model=all); {_served_note(conf, 'model')} "
+    in_all = all_options(conf, "model")
+    lineup = [o for o in group_options(conf, "model") if o not in in_all and not served_by_prefray(conf, "model", o)]
+    lines += _wrap(f"model: {', '.join(in_all)} (model=all); {_served_note(conf, 'model')} "
                    f"(default: {defaults.get('model')})")
+    if lineup:
+        lines += _wrap("  kept for the papers' lineups, not in model=all (model=paper, or by name): "
+                       + ", ".join(lineup))
     judges = ", ".join(f"{b} {paper_judge(conf, b)}" for b in benchmarks)
     lines += _wrap(f"judge: {', '.join(all_options(conf, 'judge'))} (judge=all); {_served_note(conf, 'judge')} "
                    f"(default: each benchmark's paper judge — {judges}; a model prefray serves itself is "
