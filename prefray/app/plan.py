@@ -7,12 +7,18 @@ endpoint and model id) the calls, limits and lower bound on minutes; the sweep's
 (the slowest lane); and the jobs per benchmark (conditions × models) with their judges. Values
 are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and
 writes nothing; missing API keys are reported but do not stop an estimate.
+
+Calls and tokens are counted in this process from what each stage builds (engine/flow/counting.py:
+no runner, no Ray, no shards; input tokens from a sample of each stage's rendered prompts).
+`--simulate` runs the real job runner against simulated answers instead (engine/flow/dryrun.py),
+slower, for what counting cannot see.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from prefray.app.commands import refused
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of
@@ -25,6 +31,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     parser = SweepParser(conf_dir(), prog=prog, description=__doc__)
     parser.add_argument("-m", "--multirun", action="store_true", help="estimate every combination of the sweep")
     parser.add_argument("--csv", metavar="FILE", help="write the estimate as CSV too")
+    parser.add_argument("--simulate", action="store_true",
+                        help="run the job runner against simulated answers instead of counting (slower)")
     parser.add_argument("overrides", nargs="*", help="the overrides a launch would get, e.g. model=all limit=2")
     return parser
 
@@ -32,7 +40,6 @@ def parser(prog: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from prefray.engine.calls.batch.plan import tier_lines  # cost in both tiers, expected latency
     from prefray.engine.config.preflight import load_datasets, missing_keys
-    from prefray.engine.flow.dryrun import simulate
     from prefray.engine.flow.session import SweepOptions
     from prefray.engine.money.estimate import print_estimate, summarize, write_estimate_csv
     from prefray.engine.money.estimate_table import jobs_line, print_tier_lines
@@ -50,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
     cache = options.open_cache(only_if_present=True)  # an estimate creates no cache file
     settings = {"shard_size": options.shard_size, "cache": cache,
                 "output_ratio": options.run.estimate_output_ratio}
-    rows = simulate(jobs, benchmarks, instances, run_dir, settings)
+    rows = plan_rows(jobs, benchmarks, instances, run_dir, settings, args.simulate)
     lines = summarize(rows, jobs)
     print_estimate(lines)
+    print(tokens_line(rows, args.simulate))
     print(jobs_line(jobs))
     print_tier_lines(tier_lines(rows, jobs))
     if args.csv:
@@ -61,3 +69,30 @@ def run(args: argparse.Namespace) -> int:
     if keys:
         print("note: a launch would stop for missing API key environment variable(s): " + "; ".join(keys))
     return EXIT_OK
+
+
+def plan_rows(jobs: list, benchmarks: dict, instances: dict, run_dir: Any, settings: dict[str, Any],
+              simulated: bool) -> Any:
+    """The plan's rows: counted (the default), or from the simulated dry run."""
+    if simulated:
+        from prefray.engine.flow.dryrun import simulate
+        from prefray.engine.money.estimate import plan_rows as summed
+
+        return summed(simulate(jobs, benchmarks, instances, run_dir, settings), jobs)
+    from prefray.engine.flow.counting import count
+
+    return count(jobs, benchmarks, instances, run_dir, settings)
+
+
+def tokens_line(rows: Any, simulated: bool) -> str:
+    """How the token columns were found."""
+    if simulated:
+        return ("tokens: every request of the simulated run (input = characters / 4 + a few per message; "
+                "output = run.estimate_output_ratio × its output budget)")
+    from prefray.engine.flow.counting import TOKEN_SAMPLE
+
+    sent = [r for r in rows.select(["cached", "calls", "sampled"]).to_pylist() if not r["cached"]]
+    measured, calls = sum(r["sampled"] for r in sent), sum(r["calls"] for r in sent)
+    return (f"tokens: input estimated from a sample of {measured} of {calls} prompts (at most {TOKEN_SAMPLE} "
+            "per job and stage, rendered; characters / 4 + a few per message, the mean scaled by the stage's "
+            "calls); output = run.estimate_output_ratio × each call's output budget")

@@ -133,7 +133,7 @@ def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_s
                       location: Path | str | None = None) -> int:
     from prefray.engine.flow.dryrun import simulate
     from prefray.engine.flow.session import SweepOptions, run_sweep
-    from prefray.engine.money.estimate import print_estimate, summarize
+    from prefray.engine.money.estimate import plan_rows, print_estimate, summarize
 
     options = SweepOptions.from_config(run_dir, configs[0]["run"], location=str(location or run_dir))
     cache = options.open_cache()
@@ -142,5 +142,5 @@ def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_s
                      "output_ratio": options.run.estimate_output_ratio})
     if cache is not None:
         cache.close()
-    print_estimate(summarize(rows, jobs))
+    print_estimate(summarize(plan_rows(rows, jobs), jobs))
     return run_sweep(options, configs, jobs, benchmarks, instances, run_settings)

@@ -50,11 +50,15 @@ class SimulatedGateways:
     output_ratio: float = RunConfig.estimate_output_ratio
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
-        return [self._answer(spec, r) for r in requests]
+        return [self.answer(spec, r) for r in requests]
 
-    def _answer(self, spec: ModelSpec, request: ChatRequest) -> CallResult:
+    def output_tokens(self, request: ChatRequest) -> int:
+        """The answer's assumed length: `output_ratio` × the request's output budget (at least 1)."""
+        return max(1, int(max_output_tokens(request) * self.output_ratio))
+
+    def answer(self, spec: ModelSpec, request: ChatRequest) -> CallResult:
         messages = list(request.messages)
-        output_tokens = max(1, int(max_output_tokens(request) * self.output_ratio))
+        output_tokens = self.output_tokens(request)
         if request.json_schema is not None:
             text = synthetic.render_json(synthetic.answer_json(request.json_schema, messages, request.seed))
         else:

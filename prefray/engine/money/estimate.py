@@ -24,10 +24,11 @@ from prefray.engine.benchmark import Job
 from prefray.engine.calls.limits import lane_minutes, lane_name
 from prefray.engine.calls.pricing import call_cost, max_output_tokens
 from prefray.engine.money.estimate_table import EstimateLine, print_estimate, write_estimate_csv
+from prefray.engine.money.estimate_rows import PLAN_KEYS, PLAN_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
 
 # The plan's rows and how they are shown (the table lives in estimate_table.py).
-__all__ = ["EstimateLine", "print_estimate", "summarize", "write_estimate_csv"]
+__all__ = ["EstimateLine", "PLAN_SCHEMA", "plan_rows", "print_estimate", "summarize", "write_estimate_csv"]
 
 
 def _answering_specs(jobs: Sequence[Job]) -> dict[tuple[str, str, str, str], ModelSpec]:
@@ -47,11 +48,35 @@ def _answering_spec(specs: dict[tuple[str, str, str, str], ModelSpec], row: dict
     return specs[(row["benchmark"], row["model"], "judge", row["judge"])]  # a role without a model of its own
 
 
-def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
-    """Plan rows keyed by benchmark, evaluated model option and stage (and who answers it).
+def plan_rows(rows: pa.Table, jobs: Sequence[Job]) -> pa.Table:
+    """The simulation's rows (one per unit, flow/dryrun.py) summed into the plan's rows
+    (flow/counting.py's PLAN_SCHEMA: one per job, stage, judge and kind, sent or cached)."""
+    specs = _answering_specs(jobs)
+    sums: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows.to_pylist():
+        spec = _answering_spec(specs, row)
+        budget = max_output_tokens(ChatRequest(messages=(), params=json.loads(row["params_json"])))
+        key = tuple(row[k] for k in ("benchmark", "model", "condition", "stage", "role", "judge", "provider",
+                                      "model_id", "cached"))
+        out = sums.setdefault(key, {**dict(zip(PLAN_KEYS, key)), "calls": 0, "input_tokens": 0,
+                                    "output_tokens": 0, "output_budget": 0, "cost_usd": 0.0,
+                                    "max_cost_usd": 0.0, "sampled": 0})
+        out["output_budget"] = max(out["output_budget"], budget)
+        out["calls"] += 1
+        out["sampled"] += 1
+        out["input_tokens"] += row["input_tokens"]
+        out["output_tokens"] += row["output_tokens"]
+        if not row["cached"]:
+            out["cost_usd"] += row["cost_usd"]
+            out["max_cost_usd"] += call_cost(spec, row["input_tokens"], budget)
+    return pa.Table.from_pylist(list(sums.values()), schema=PLAN_SCHEMA)
 
-    The output budget is read from each row's params: they are what the runner's `final_request`
-    made of the call (the one rule for stage params over the model's, within its cap).
+
+def summarize(plan: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
+    """Plan rows (PLAN_SCHEMA) keyed by benchmark, evaluated model option and stage (and who answers it).
+
+    The output budget is the one the runner's `final_request` makes of each call (the one rule for
+    stage params over the model's, within its cap).
     """
     specs = _answering_specs(jobs)
     judges: dict[tuple[str, str], set[str]] = {}
@@ -60,7 +85,7 @@ def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
     lines: dict[tuple[str, str, str, str], EstimateLine] = {}
     conditions: dict[tuple[str, str, str, str], set[str]] = {}
     lane_specs: dict[str, dict[str, ModelSpec]] = {}
-    for row in rows.to_pylist():
+    for row in plan.to_pylist():
         spec = _answering_spec(specs, row)
         key = (row["benchmark"], row["model"], row["stage"], spec.name)
         if key not in lines:
@@ -69,24 +94,23 @@ def summarize(rows: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
                                       lane=lane_name(spec))
             lane_specs.setdefault(lane_name(spec), {})[spec.name] = spec
         conditions.setdefault(key, set()).add(row["condition"])
-        _add(lines[key], spec, row)
+        _add(lines[key], row)
     for key, names in conditions.items():
         lines[key].conditions = ",".join(sorted(names))
     _bound_lanes(list(lines.values()), lane_specs)
     return sorted(lines.values(), key=lambda x: (x.benchmark, x.model, x.stage, x.answered_by))
 
 
-def _add(line: EstimateLine, spec: ModelSpec, row: dict[str, Any]) -> None:
-    budget = max_output_tokens(ChatRequest(messages=(), params=json.loads(row["params_json"])))
-    line.output_budget = max(line.output_budget, budget)
+def _add(line: EstimateLine, row: dict[str, Any]) -> None:
+    line.output_budget = max(line.output_budget, row["output_budget"])
     if row["cached"]:
-        line.cached += 1
+        line.cached += row["calls"]
         return
-    line.calls += 1
+    line.calls += row["calls"]
     line.input_tokens += row["input_tokens"]
     line.output_tokens += row["output_tokens"]
     line.cost_usd += row["cost_usd"]
-    line.max_cost_usd += call_cost(spec, row["input_tokens"], budget)
+    line.max_cost_usd += row["max_cost_usd"]
 
 
 def _bound_lanes(lines: list[EstimateLine], lane_specs: dict[str, dict[str, ModelSpec]]) -> None:

@@ -25,13 +25,15 @@ class TierLine:
 
 
 def tier_lines(rows: Any, jobs: Sequence[Any]) -> list[TierLine]:
-    """One line per model (provider and model id) from the estimate's simulated rows."""
+    """One line per model (provider and model id) from the plan's rows (money/estimate_rows.py)."""
     specs = {(s.provider, s.model_id): s for j in jobs for s in (j.model, *j.roles.values())}
     totals: dict[tuple[str, str], list[int]] = {}
-    for row in rows.select(["provider", "model_id", "cached", "input_tokens", "output_tokens"]).to_pylist():
+    columns = [c for c in ("provider", "model_id", "cached", "calls", "input_tokens", "output_tokens")
+               if c in rows.column_names]
+    for row in rows.select(columns).to_pylist():
         if not row["cached"]:
             total = totals.setdefault((row["provider"], row["model_id"]), [0, 0, 0])
-            total[0] += 1
+            total[0] += row.get("calls", 1)   # a row per call, or the plan's rows (calls summed)
             total[1] += row["input_tokens"]
             total[2] += row["output_tokens"]
     out = []

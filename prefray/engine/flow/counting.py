@@ -1,0 +1,290 @@
+"""The counting plan: what a launch (or rerun) would send, counted in this process.
+
+No runner, no Ray, no shards: each job's stages are built in order, as the runner builds them,
+from the rows the earlier stages would store. A stage that a later one reads gets its answers from
+the synthetic answer rule (the dry run's, flow/dryrun.py: `SimulatedGateways`, the stage's
+`example_answer` where the parser cannot read it), so a judge, extractor or matcher is built from
+the same rows the simulation would give it; a stage nobody reads gets no answers at all.
+
+Tokens, per unit: input = the request's estimate (characters / 4 plus a few per message, the
+limiter's); output = `run.estimate_output_ratio` × the request's output budget, doubled where an
+answer is asked again because it does not parse. Prompts are rendered by the stages' own `build`;
+the input estimate is read from a sample of at most `TOKEN_SAMPLE` units per stage (every unit of a
+smaller stage) and scaled by the stage's unit count (the ratio estimator: the sample's mean ×
+units), so the estimate is exact for stages up to that size.
+
+Exact where the run itself decides: a unit already stored in the run directory is not sent again
+(resume; a rerun's causes are sent again), and a request the response cache holds is counted as
+cached, from the run's own shards and cache. Later stages are built from those stored or cached
+answers, as in a launch.
+
+Jobs that differ only in the evaluated model are counted once: a (benchmark, condition) cell's
+units depend on the model only through its output budget (the answer's assumed length), so jobs
+with the same settings, data, role models and output budget share one count, priced per model.
+Jobs with stored rows, or planned against a response cache that holds answers, are counted one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
+from prefray.engine.calls.output_budget import final_request
+from prefray.engine.calls.pricing import call_cost, max_output_tokens
+from prefray.engine.config.schema import RunConfig
+from prefray.engine.flow.dryrun import SimulatedGateways
+from prefray.engine.flow.runner import unit_id
+from prefray.engine.money.estimate_rows import PLAN_SCHEMA
+from prefray.engine.rundir.cache import ResponseCache, cache_key
+from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, latest_attempts, read_rows
+from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit
+
+# Units per stage whose rendered prompts are measured for the input token estimate (a fixed,
+# seeded sample; a stage with no more units than this is measured in full).
+TOKEN_SAMPLE = 256
+
+
+
+@dataclass
+class _Tally:
+    """A stage's units of one job (or of every job sharing the count): sent and cached."""
+
+    sent: int = 0
+    cached: int = 0
+    sent_output: int = 0          # output tokens of the sent units (exact: ratio × budget)
+    budget: int = 0
+    cached_input: int = 0
+    cached_output: int = 0
+    sample: list[int] = field(default_factory=list)   # input estimate of the sampled sent units
+    seen: int = 0                 # sent units offered to the sample (reservoir sampling)
+
+    def offer(self, tokens: int, rng: random.Random) -> None:
+        self.seen += 1
+        if len(self.sample) < TOKEN_SAMPLE:
+            self.sample.append(tokens)
+            return
+        slot = rng.randrange(self.seen)
+        if slot < TOKEN_SAMPLE:
+            self.sample[slot] = tokens
+
+    def input_tokens(self) -> int:
+        """Sent units' input tokens: the sample's mean × units (exact when every unit is in the sample)."""
+        if not self.sample:
+            return 0
+        return round(sum(self.sample) / len(self.sample) * self.sent)
+
+
+def _signature(spec: ModelSpec) -> tuple[Any, ...]:
+    """What of a model shapes its units and their token counts: its output budget rule."""
+    declared = next((int(spec.params[k]) for k in ("max_completion_tokens", "max_tokens")
+                     if spec.params.get(k) is not None), None)
+    return declared, spec.reasoning_tokens, spec.max_output_tokens
+
+
+def _share_key(job: Job) -> str:
+    roles = {role: (spec.name, spec.model_id, _signature(spec)) for role, spec in sorted(job.roles.items())}
+    return json.dumps([job.benchmark, job.condition, job.settings, job.condition_settings, job.limit, job.seed,
+                       _signature(job.model), roles], sort_keys=True, default=str)
+
+
+def _reads(stages: list[Stage]) -> set[str]:
+    """Stages some later stage builds its units from (they need answers)."""
+    read: set[str] = set()
+    for i, stage in enumerate(stages):
+        read.update(s.name for s in stages[:i]) if stage.inputs is None else read.update(stage.inputs)
+    return read
+
+
+class _JobCount:
+    """One job's stages built in order from the rows they would store; tallies per stage."""
+
+    def __init__(self, job: Job, benchmark: Benchmark, instances: Sequence[Any], stored: pa.Table | None,
+                 cache: ResponseCache | None, ratio: float, rerun_causes: frozenset[str]):
+        self.job, self.benchmark, self.instances = job, benchmark, instances
+        self.stored, self.cache, self.rerun_causes = stored, cache, rerun_causes
+        self.answers = SimulatedGateways(ratio)
+        self.rng = random.Random(0)
+
+    def run(self) -> dict[tuple[str, str, str], _Tally]:
+        stages = self.benchmark.stages(self.job)
+        needed = _reads(stages)
+        tables: dict[str, pa.Table] = {}
+        tallies: dict[tuple[str, str, str], _Tally] = {}
+        for i, stage in enumerate(stages):
+            spec = self.job.role_model(stage.role)
+            judge = "" if stage.role == "subject" else spec.name
+            names = [s.name for s in stages[:i]] if stage.inputs is None else list(stage.inputs)
+            context = StageContext(self.job, self.instances, {name: tables[name] for name in names})
+            tally = tallies.setdefault((stage.name, stage.role, judge), _Tally())
+            rows = self._stage(stage, spec, judge, stage.build(context), tally, stage.name in needed)
+            if stage.name in needed:
+                tables[stage.name] = rows
+        return tallies
+
+    def _stored_rows(self, stage: Stage, judge: str) -> pa.Table | None:
+        if self.stored is None:
+            return None
+        mask = pc.and_(pc.equal(self.stored["stage"], stage.name), pc.equal(self.stored["judge"], judge))
+        return self.stored.filter(mask)
+
+    def _stage(self, stage: Stage, spec: ModelSpec, judge: str, units: Iterable[WorkUnit], tally: _Tally,
+               keep: bool) -> pa.Table:
+        stored = self._stored_rows(stage, judge)
+        states = {} if stored is None else dict(zip(stored["unit_id"].to_pylist(),
+                                                    zip(stored["status"].to_pylist(), stored["cause"].to_pylist(),
+                                                        stored["attempt"].to_pylist())))
+        pending: list[tuple[str, WorkUnit, int, ChatRequest]] = []
+        for unit in units:
+            uid = unit_id(self.job, stage, judge, unit) if (states or keep) else ""
+            state = states.get(uid)
+            if state is not None and (state[0] == "ok" or state[1] not in self.rerun_causes):
+                continue
+            attempt = 1 if state is None else state[2] + 1
+            pending.append((uid, unit, attempt, final_request(spec, unit.request)))
+        if pending:
+            budget = max(max_output_tokens(r) for *_, r in pending)
+            tally.budget = max(tally.budget, budget)
+        hits: dict[str, CallResult] = {}
+        keys: list[str] = []
+        if self.cache is not None and pending:
+            keys = [cache_key(spec, r, u.sample) for _, u, _, r in pending]
+            hits = self.cache.get_many(keys)
+        rows: list[dict[str, Any]] = []
+        for index, (uid, unit, attempt, request) in enumerate(pending):
+            hit = hits.get(keys[index]) if hits else None
+            if hit is None and not keep and stage.parse is None:
+                tally.sent += 1   # no one reads its answer: counted without one
+                tally.sent_output += self.answers.output_tokens(request)
+                tally.offer(request.estimated_input_tokens(), self.rng)
+                continue
+            value, result = self._answered(stage, spec, request, unit, hit or self.answers.answer(spec, request))
+            if result.cached:
+                tally.cached += 1
+                tally.cached_input += result.input_tokens
+                tally.cached_output += result.output_tokens
+            else:
+                tally.sent += 1
+                tally.sent_output += result.output_tokens
+                tally.offer(result.input_tokens, self.rng)
+            if keep:
+                rows.append(self._row(stage, spec, judge, uid, unit, attempt, request, result, value))
+        if not keep:
+            return SHARD_SCHEMA.empty_table()
+        new = pa.Table.from_pylist(rows, schema=SHARD_SCHEMA)
+        if stored is None or stored.num_rows == 0:
+            return new
+        return latest_attempts(pa.concat_tables([stored.select(SHARD_SCHEMA.names).cast(SHARD_SCHEMA), new]))
+
+    def _answered(self, stage: Stage, spec: ModelSpec, request: ChatRequest, unit: WorkUnit,
+                  result: CallResult) -> tuple[Any, CallResult]:
+        """The value stored with an answer, and the answer as stored, as the runner and the dry run
+        make them: the example answer stands in for simulated text the parser cannot read, and an
+        answer still unreadable is asked for once more (its tokens added) and then fails."""
+        if stage.parse is None:
+            return (None if stage.read is None else stage.read(unit, result.text)), result
+        value = _try(stage, result.text)
+        if value is _FAILED and stage.example_answer is not None:
+            result.text = stage.example_answer
+            value = _try(stage, result.text)
+        if value is not _FAILED:
+            return value, result
+        second = self.answers.answer(spec, request)
+        second.tries += result.tries
+        second.input_tokens += result.input_tokens
+        second.output_tokens += result.output_tokens
+        value = _try(stage, second.text)
+        if value is _FAILED:
+            second.status, second.cause = "failed", Cause.PARSE_ERROR
+            return None, second
+        return value, second
+
+    def _row(self, stage: Stage, spec: ModelSpec, judge: str, uid: str, unit: WorkUnit, attempt: int,
+             request: ChatRequest, result: CallResult, value: Any) -> dict[str, Any]:
+        job = self.job
+        return {"unit_id": uid, "attempt": attempt, "benchmark": job.benchmark, "model": job.model.name,
+                "condition": job.condition, "stage": stage.name, "role": stage.role, "judge": judge,
+                "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
+                "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False), "request_hash": "",
+                "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
+                "params_json": json.dumps(request.params, sort_keys=True), "status": result.status,
+                "cause": result.cause, "error": result.error, "text": result.text,
+                "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
+                "finish_reason": result.finish_reason, "truncated": result.truncated,
+                "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+                "cost_usd": 0.0, "cached": result.cached, "tries": result.tries, "latency_s": result.latency_s,
+                "started_at": result.started_at, "finished_at": result.finished_at}
+
+
+_FAILED = object()
+
+
+def _try(stage: Stage, text: str) -> Any:
+    try:
+        return stage.parse(text)  # type: ignore[misc]
+    except ParseError:
+        return _FAILED
+
+
+def _stored(run_dir: Path, job: Job) -> pa.Table | None:
+    """The best stored row of every unit of `job` (None when it has none)."""
+    folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
+    if not folder.is_dir():
+        return None
+    table = read_rows(folder, ds.field("benchmark") == job.benchmark)
+    return latest_attempts(table) if table.num_rows else None
+
+
+def _has_answers(cache: ResponseCache | None) -> bool:
+    return cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
+
+
+def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+          run_dir: Path, settings: dict[str, Any]) -> pa.Table:
+    """The plan's rows (PLAN_SCHEMA) for `jobs`. `settings`: `cache` (a ResponseCache or None),
+    `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
+    ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))
+    cache = settings.get("cache")
+    causes = frozenset(settings.get("rerun_causes", ()))
+    shared_ok = not _has_answers(cache)
+    counted: dict[str, dict[tuple[str, str, str], _Tally]] = {}
+    out: list[dict[str, Any]] = []
+    for i, job in enumerate(jobs):
+        stored = _stored(Path(run_dir), job)
+        key = _share_key(job) if shared_ok and stored is None else None
+        if key is not None and key in counted:
+            tallies = counted[key]
+        else:
+            tallies = _JobCount(job, benchmarks[job.benchmark], instances[i], stored,
+                                cache if _has_answers(cache) else None, ratio, causes).run()
+            if key is not None:
+                counted[key] = tallies
+        out.extend(_plan_rows(job, tallies))
+    return pa.Table.from_pylist(out, schema=PLAN_SCHEMA)
+
+
+def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[dict[str, Any]]:
+    rows = []
+    for (stage, role, judge), tally in tallies.items():
+        spec = job.role_model(role)
+        base = {"benchmark": job.benchmark, "model": job.model.name, "condition": job.condition, "stage": stage,
+                "role": role, "judge": judge, "provider": spec.provider, "model_id": spec.model_id,
+                "output_budget": tally.budget, "sampled": len(tally.sample)}
+        if tally.sent:
+            tokens_in = tally.input_tokens()
+            rows.append({**base, "cached": False, "calls": tally.sent, "input_tokens": tokens_in,
+                         "output_tokens": tally.sent_output, "cost_usd": call_cost(spec, tokens_in, tally.sent_output),
+                         "max_cost_usd": call_cost(spec, tokens_in, tally.budget * tally.sent)})
+        if tally.cached:
+            rows.append({**base, "cached": True, "calls": tally.cached, "input_tokens": tally.cached_input,
+                         "output_tokens": tally.cached_output, "cost_usd": 0.0, "max_cost_usd": 0.0})
+    return rows
+
