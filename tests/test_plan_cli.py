@@ -1,4 +1,5 @@
-"""The headline commands through the real CLI: the whole suite's plan, the keyless quickstart, --help."""
+"""The headline commands through the real CLI: the whole suite's plan, the keyless quickstart, --help;
+and the counting plan against the simulated dry run it replaces by default."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def budget(spec: ModelSpec, params: dict) -> int:
 
 @pytest.fixture(scope="module")
 def suite_plan(tmp_path_factory):
+    """The whole suite's counting plan (in this process: no Ray, no shards)."""
     folder = tmp_path_factory.mktemp("plan")
     done = cli("prefray.plan", "-m", "model=all", "condition=all", "limit=1", f"run.dir={folder / 'never'}",
                "--csv", str(folder / "plan.csv"))
@@ -49,7 +51,6 @@ def suite_plan(tmp_path_factory):
         return done, list(csv.DictReader(handle))
 
 
-@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(suite_plan):
     _, rows = suite_plan
     planned = {(r["benchmark"], r["model"], c) for r in rows if int(r["calls"]) > 0 for c in r["conditions"].split(",")}
@@ -63,7 +64,6 @@ def test_whole_suite_plan_covers_every_benchmark_condition_and_evaluated_model(s
     assert int(generate["gpt-5.2"]["calls"]) == int(generate["gpt-5.2-reasoning"]["calls"]) > 0
 
 
-@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
     _, rows = suite_plan
     for benchmark, judge in PAPER_JUDGES.items():
@@ -78,7 +78,6 @@ def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
             assert float(row["cost_usd"]) == pytest.approx(by_hand) and by_hand > 0
 
 
-@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     done, rows = suite_plan
     generation = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "benchpres.yaml").generation)
@@ -103,7 +102,6 @@ def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     assert f"no less than {max(bounds.values()):.2f} min" in done.stdout
 
 
-@pytest.mark.e2e   # the whole suite's plan: minutes of simulation
 def test_piped_plan_prints_full_values(suite_plan):
     done, rows = suite_plan
     assert "…" not in done.stdout
@@ -150,3 +148,132 @@ def test_help_lists_groups_options_settings_and_entry_points():
         assert setting in text
     for entry in ("prefray.plan", "prefray.rerun", "prefray.rejudge", "prefray.view"):
         assert f"python -m {entry}" in text
+
+
+# --- the counting plan against the simulation -------------------------------------------------
+# The counting plan and the simulated dry run must agree on calls per plan row exactly, and on
+# tokens within TOKEN_TOLERANCE (relative). At the cross-check's size every prompt is measured, so
+# they agree exactly; the tolerance is what the docs promise (docs/cost.md).
+TOKEN_TOLERANCE = 0.01
+# Every benchmark and condition (every stage type: streaming judges, joined inputs, parsed and free
+# text answers, stages built from all earlier ones) at the smallest size that builds them all.
+CROSS_CHECK = ["benchmark=all", "condition=all", "model=fake", "judge=fake", "limit=2"]
+
+
+def planned(overrides: list[str], run_dir, simulated: bool, cache=None, jobs_and_data=None) -> dict:
+    """(benchmark, model, stage, answered_by) → (calls, cached, input tokens, output tokens)."""
+    from prefray.app.compose import compose_sweep
+    from prefray.app.plan import plan_rows
+    from prefray.engine.config.preflight import load_datasets
+    from prefray.engine.money.estimate import summarize
+
+    _, jobs, benchmarks = compose_sweep(overrides, multirun=True)
+    instances, errors = load_datasets(jobs, benchmarks)
+    assert not errors
+    rows = plan_rows(jobs, benchmarks, instances, run_dir, {"cache": cache}, simulated)
+    return {(x.benchmark, x.model, x.stage, x.answered_by): (x.calls, x.cached, x.input_tokens, x.output_tokens)
+            for x in summarize(rows, jobs)}
+
+
+def assert_agree(counted: dict, simulated: dict) -> None:
+    assert counted.keys() == simulated.keys()
+    for key, (calls, cached, tokens_in, tokens_out) in simulated.items():
+        got = counted[key]
+        assert got[:2] == (calls, cached), key
+        assert abs(got[2] - tokens_in) <= TOKEN_TOLERANCE * tokens_in, key
+        assert abs(got[3] - tokens_out) <= TOKEN_TOLERANCE * tokens_out, key
+
+
+@pytest.fixture(scope="module")
+def cross_check(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("cross") / "never"
+    return planned(CROSS_CHECK, run_dir, simulated=False), planned(CROSS_CHECK, run_dir, simulated=True)
+
+
+def test_counting_plan_agrees_with_the_simulation_on_every_benchmark(cross_check):
+    counted, simulated = cross_check
+    assert {key[0] for key in simulated} == {"benchpres", "cupid", "prisk_irp", "prisk_narrowing",
+                                             "prisk_sycophancy"}
+    assert sum(c[0] for c in simulated.values()) > 1000
+    assert_agree(counted, simulated)
+
+
+def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_path):
+    """A run dir holding limit=1's rows and a response cache holding its answers: the plan of limit=2
+    sends only the second instance's units, counted from the run's own shards and cache, as the
+    simulation does."""
+    import asyncio
+
+    from prefray.app.compose import compose_sweep
+    from prefray.engine.config.preflight import load_datasets
+    from prefray.engine.flow.dryrun import SimulatedGateways
+    from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+    from prefray.engine.rundir.cache import ResponseCache
+
+    sweep = ["benchmark=benchpres,prisk_sycophancy", "condition=profile,default", "model=fake", "judge=fake"]
+    _, jobs, benchmarks = compose_sweep([*sweep, "limit=1"], multirun=True)
+    instances, _ = load_datasets(jobs, benchmarks)
+    cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
+    stored = tmp_path / "stored"
+    settings = RunSettings(stored, cache=cache)
+    answers = SimulatedGateways()
+    asyncio.run(run_jobs([JobRunner(job, benchmarks[job.benchmark], instances[i], settings, answers)
+                          for i, job in enumerate(jobs)]))
+    resumed = planned([*sweep, "limit=2"], stored, simulated=False)
+    assert_agree(resumed, planned([*sweep, "limit=2"], stored, simulated=True))
+    fresh = planned([*sweep, "limit=2"], tmp_path / "fresh", simulated=False)
+    assert all(resumed[k][0] < fresh[k][0] for k in fresh)   # the stored units are not sent again
+    from_cache = planned([*sweep, "limit=2"], tmp_path / "other", simulated=False, cache=cache)
+    assert_agree(from_cache, planned([*sweep, "limit=2"], tmp_path / "other", simulated=True, cache=cache))
+    assert all(from_cache[k][1] > 0 for k in fresh)   # every stage has cached answers
+    assert all(from_cache[k][0] + from_cache[k][1] == fresh[k][0] for k in fresh)
+
+
+def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tmp_path):
+    """Jobs that share a cell's count get what counting each alone gives; a model with another output
+    budget takes the cell's calls and its tokens from a sample of instances (within 15% here: one
+    instance of three)."""
+    from dataclasses import replace
+
+    from prefray.app.compose import compose_sweep
+    from prefray.engine.config.preflight import load_datasets
+    from prefray.engine.flow import counting
+    from prefray.engine.money.estimate import summarize
+
+    _, (job,), benchmarks = compose_sweep(["benchmark=benchpres", "model=fake", "judge=fake", "limit=3"], True)
+    instances, _ = load_datasets([job], benchmarks)
+    same = replace(job, model=replace(job.model, name="same-budget", params={**job.model.params, "temperature": 1}))
+    longer = replace(job, model=replace(job.model, name="longer", params={"max_tokens": 4096}))
+    jobs = [job, same, longer]
+    data = {i: instances[0] for i in range(len(jobs))}
+
+    def lines(chosen: list, data: dict) -> dict:
+        rows = counting.count(chosen, benchmarks, data, tmp_path / "never", {})
+        return {(x.model, x.stage): (x.calls, x.input_tokens, x.output_tokens) for x in summarize(rows, chosen)}
+
+    alone = {**lines([same], {0: instances[0]}), **lines([longer], {0: instances[0]})}
+    shared = lines(jobs, data)
+    assert {k: v for k, v in shared.items() if k[0] != "fake"} == alone   # all counted in full (3 ≤ 16)
+    monkeypatch.setattr(counting, "SAMPLE_INSTANCES", 1)
+    sampled = lines(jobs, data)
+    for key, (calls, tokens_in, tokens_out) in alone.items():
+        assert sampled[key][0] == calls and sampled[key] == shared[key] or key[0] == "longer"
+        assert sampled[key][0] == calls
+        assert abs(sampled[key][1] - tokens_in) <= 0.15 * tokens_in, key
+        assert abs(sampled[key][2] - tokens_out) <= 0.15 * tokens_out, key
+    assert sampled[("longer", "generate")][2] == 3 * 3 * 2048   # 3 instances × 3 prompts × half of 4096
+
+
+def test_simulated_plan_from_the_cli(tmp_path):
+    """`--simulate` runs the job runner against simulated answers: the same table as the count."""
+    args = ["-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake", "limit=2",
+            f"run.dir={tmp_path / 'never'}"]
+    tables = {}
+    for flag in ("", "--simulate"):
+        done = cli("prefray.plan", *args, *([flag] if flag else []), "--csv", str(tmp_path / f"plan{flag}.csv"))
+        assert done.returncode == 0, done.stderr
+        with open(tmp_path / f"plan{flag}.csv") as handle:
+            tables[flag] = [{k: v for k, v in r.items()} for r in csv.DictReader(handle)]
+        assert ("sample of" in done.stdout) == (flag == "")
+    assert tables[""] == tables["--simulate"]
+    assert not (tmp_path / "never").exists()

@@ -6,7 +6,10 @@ configs a run recorded in its manifest). Every refusal is a `SweepError` whose t
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,34 @@ def checked_jobs(configs: list[dict[str, Any]], conf: Path) -> list[Job]:
 
 
 def compose_configs(choices: list[JobChoice], conf: Path) -> list[dict[str, Any]]:
-    return compose_overrides([choice.as_overrides() for choice in choices], conf)
+    """One resolved config per job. Hydra composes a job once per distinct (benchmark, condition,
+    judge, other overrides) and once per distinct (model, other overrides); every other job is the
+    first of its kind with its own model's node, which is what composing it would give when no config
+    interpolates the model's keys (else every job is composed)."""
+    if _interpolates_model(str(conf)):
+        return compose_overrides([choice.as_overrides() for choice in choices], conf)
+    rests = [(c.benchmark, c.condition, c.judge, c.overrides) for c in choices]
+    models = [(c.model, c.overrides) for c in choices]
+    seen_rests, seen_models, composed = set(), set(), []
+    for i, (rest, model) in enumerate(zip(rests, models)):
+        if rest not in seen_rests or model not in seen_models:
+            composed.append(i)
+            seen_rests.add(rest)
+            seen_models.add(model)
+    full = dict(zip(composed, compose_overrides([choices[i].as_overrides() for i in composed], conf)))
+    base, node = {}, {}
+    for i, cfg in full.items():
+        base.setdefault(rests[i], cfg)
+        node.setdefault(models[i], cfg["model"])
+    return [full[i] if i in full else {**copy.deepcopy(base[rests[i]]), "model": copy.deepcopy(node[models[i]])}
+            for i in range(len(choices))]
+
+
+@functools.cache
+def _interpolates_model(conf: str) -> bool:
+    """Whether any config file interpolates a key of the model group (`${model...}`)."""
+    return any(re.search(r"\$\{\s*model\b", path.read_text(encoding="utf-8"))
+               for path in Path(conf).rglob("*.yaml"))
 
 
 def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ import itertools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override, ValueType
@@ -95,21 +96,32 @@ def _in_all(conf_dir: str, option: str) -> bool:
     return bool(_load(Path(conf_dir) / "model" / f"{option}.yaml").get("in_all", True))
 
 
+def _benchmark_yaml(conf_dir: Path, benchmark: str) -> Any:
+    path = conf_dir / "benchmark" / f"{benchmark}.yaml"
+    return _yaml_at(str(path), path.stat().st_mtime_ns)
+
+
+@cache
+def _yaml_at(path: str, mtime_ns: int) -> Any:
+    """A config file, read once per version (a sweep asks for each benchmark's once per job)."""
+    return OmegaConf.load(path)
+
+
 def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str]:
-    cfg = OmegaConf.load(conf_dir / "benchmark" / f"{benchmark}.yaml")
+    cfg = _benchmark_yaml(conf_dir, benchmark)
     conditions = list(cfg.get("conditions") or [])
     return conditions, str(cfg.get("default_condition") or (conditions[0] if conditions else ""))
 
 
 def paper_judge(conf_dir: Path, benchmark: str) -> str | None:
     """The judge option a benchmark's paper used (`paper_judge` in its config), if it names one."""
-    value = OmegaConf.load(conf_dir / "benchmark" / f"{benchmark}.yaml").get("paper_judge")
+    value = _benchmark_yaml(conf_dir, benchmark).get("paper_judge")
     return None if value is None else str(value)
 
 
 def paper_models(conf_dir: Path, benchmark: str) -> list[str]:
     """The model options of a benchmark's paper lineup (`paper_models` in its config)."""
-    value = OmegaConf.load(conf_dir / "benchmark" / f"{benchmark}.yaml").get("paper_models")
+    value = _benchmark_yaml(conf_dir, benchmark).get("paper_models")
     if not value:
         raise SweepError(f"model=paper: benchmark={benchmark} names no paper lineup (paper_models in "
                          f"conf/benchmark/{benchmark}.yaml); name its models with model=NAME")

@@ -7,21 +7,24 @@ the synthetic answer rule (the dry run's, flow/dryrun.py: `SimulatedGateways`, t
 the same rows the simulation would give it; a stage nobody reads gets no answers at all.
 
 Tokens, per unit: input = the request's estimate (characters / 4 plus a few per message, the
-limiter's); output = `run.estimate_output_ratio` × the request's output budget, doubled where an
-answer is asked again because it does not parse. Prompts are rendered by the stages' own `build`;
-the input estimate is read from a sample of at most `TOKEN_SAMPLE` units per stage (every unit of a
-smaller stage) and scaled by the stage's unit count (the ratio estimator: the sample's mean ×
-units), so the estimate is exact for stages up to that size.
+limiter's) of its rendered prompt; output = `run.estimate_output_ratio` × the request's output
+budget, twice for an answer asked again because it does not parse (the simulation's numbers).
 
 Exact where the run itself decides: a unit already stored in the run directory is not sent again
 (resume; a rerun's causes are sent again), and a request the response cache holds is counted as
 cached, from the run's own shards and cache. Later stages are built from those stored or cached
 answers, as in a launch.
 
-Jobs that differ only in the evaluated model are counted once: a (benchmark, condition) cell's
-units depend on the model only through its output budget (the answer's assumed length), so jobs
-with the same settings, data, role models and output budget share one count, priced per model.
-Jobs with stored rows, or planned against a response cache that holds answers, are counted one by one.
+Jobs that differ only in the evaluated model are counted once. A (benchmark, condition) cell's
+units depend on the model only through its output budget (the assumed answer length, which later
+stages that quote the answer read): the cell is counted in full, once, for its most common model
+settings, and that count is priced for every model whose output budget is the same for every
+stage params the count met (output_budget's rule). A job with other output budgets takes its calls
+from that count, and its tokens from its own count on a seeded sample of `SAMPLE_INSTANCES`
+instances (the ratio estimator: the sample's tokens per call × the calls; counted in full when the
+dataset is no larger).
+Jobs with stored rows, or planned against a response cache that holds answers, are counted one by
+one, in full.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
-from prefray.engine.calls.output_budget import final_request
+from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.calls.pricing import call_cost, max_output_tokens
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.dryrun import SimulatedGateways
@@ -48,9 +51,9 @@ from prefray.engine.rundir.cache import ResponseCache, cache_key
 from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, latest_attempts, read_rows
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit
 
-# Units per stage whose rendered prompts are measured for the input token estimate (a fixed,
-# seeded sample; a stage with no more units than this is measured in full).
-TOKEN_SAMPLE = 256
+# Instances of a cell whose units are built and measured for an evaluated model whose output budget
+# differs from the cell's most common one (a fixed, seeded sample; a smaller dataset is counted in full).
+SAMPLE_INSTANCES = 16
 
 
 
@@ -60,27 +63,25 @@ class _Tally:
 
     sent: int = 0
     cached: int = 0
-    sent_output: int = 0          # output tokens of the sent units (exact: ratio × budget)
+    measured: int = 0       # sent units whose input tokens are in `input` (all of them, or a sample's)
+    input: int = 0          # input tokens of the measured units
+    output: int = 0         # output tokens of the sent units (ratio × budget; twice for an answer asked again)
     budget: int = 0
     cached_input: int = 0
     cached_output: int = 0
-    sample: list[int] = field(default_factory=list)   # input estimate of the sampled sent units
-    seen: int = 0                 # sent units offered to the sample (reservoir sampling)
-
-    def offer(self, tokens: int, rng: random.Random) -> None:
-        self.seen += 1
-        if len(self.sample) < TOKEN_SAMPLE:
-            self.sample.append(tokens)
-            return
-        slot = rng.randrange(self.seen)
-        if slot < TOKEN_SAMPLE:
-            self.sample[slot] = tokens
 
     def input_tokens(self) -> int:
-        """Sent units' input tokens: the sample's mean × units (exact when every unit is in the sample)."""
-        if not self.sample:
-            return 0
-        return round(sum(self.sample) / len(self.sample) * self.sent)
+        """Sent units' input tokens: exact when every unit was measured, else the measured mean × units."""
+        if self.measured == self.sent:
+            return self.input
+        return round(self.input / self.measured * self.sent) if self.measured else 0
+
+    def scaled_to(self, reference: _Tally) -> _Tally:
+        """This tally, measured on a sample of instances, scaled to the reference's unit counts."""
+        if not self.sent:
+            return reference
+        return _Tally(sent=reference.sent, measured=self.sent, input=self.input,
+                      output=round(self.output / self.sent * reference.sent), budget=self.budget)
 
 
 def _signature(spec: ModelSpec) -> tuple[Any, ...]:
@@ -90,10 +91,11 @@ def _signature(spec: ModelSpec) -> tuple[Any, ...]:
     return declared, spec.reasoning_tokens, spec.max_output_tokens
 
 
-def _share_key(job: Job) -> str:
+def _cell_key(job: Job) -> str:
+    """Jobs with the same key build the same units from the same data (the evaluated model aside)."""
     roles = {role: (spec.name, spec.model_id, _signature(spec)) for role, spec in sorted(job.roles.items())}
     return json.dumps([job.benchmark, job.condition, job.settings, job.condition_settings, job.limit, job.seed,
-                       _signature(job.model), roles], sort_keys=True, default=str)
+                       roles], sort_keys=True, default=str)
 
 
 def _reads(stages: list[Stage]) -> set[str]:
@@ -112,7 +114,7 @@ class _JobCount:
         self.job, self.benchmark, self.instances = job, benchmark, instances
         self.stored, self.cache, self.rerun_causes = stored, cache, rerun_causes
         self.answers = SimulatedGateways(ratio)
-        self.rng = random.Random(0)
+        self.subject_params: set[Any] = set()   # the distinct params the subject's stages ask for
 
     def run(self) -> dict[tuple[str, str, str], _Tally]:
         stages = self.benchmark.stages(self.job)
@@ -144,11 +146,13 @@ class _JobCount:
                                                         stored["attempt"].to_pylist())))
         pending: list[tuple[str, WorkUnit, int, ChatRequest]] = []
         for unit in units:
-            uid = unit_id(self.job, stage, judge, unit) if (states or keep) else ""
+            uid = unit_id(self.job, stage, judge, unit) if states else ""
             state = states.get(uid)
             if state is not None and (state[0] == "ok" or state[1] not in self.rerun_causes):
                 continue
             attempt = 1 if state is None else state[2] + 1
+            if stage.role == "subject":
+                self.subject_params.add(_frozen(unit.request.params))
             pending.append((uid, unit, attempt, final_request(spec, unit.request)))
         if pending:
             budget = max(max_output_tokens(r) for *_, r in pending)
@@ -163,8 +167,9 @@ class _JobCount:
             hit = hits.get(keys[index]) if hits else None
             if hit is None and not keep and stage.parse is None:
                 tally.sent += 1   # no one reads its answer: counted without one
-                tally.sent_output += self.answers.output_tokens(request)
-                tally.offer(request.estimated_input_tokens(), self.rng)
+                tally.measured += 1
+                tally.output += self.answers.output_tokens(request)
+                tally.input += request.estimated_input_tokens()
                 continue
             value, result = self._answered(stage, spec, request, unit, hit or self.answers.answer(spec, request))
             if result.cached:
@@ -173,8 +178,9 @@ class _JobCount:
                 tally.cached_output += result.output_tokens
             else:
                 tally.sent += 1
-                tally.sent_output += result.output_tokens
-                tally.offer(result.input_tokens, self.rng)
+                tally.measured += 1
+                tally.output += result.output_tokens
+                tally.input += result.input_tokens
             if keep:
                 rows.append(self._row(stage, spec, judge, uid, unit, attempt, request, result, value))
         if not keep:
@@ -253,22 +259,67 @@ def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict
     `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
     ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))
     cache = settings.get("cache")
+    cache = cache if _has_answers(cache) else None
     causes = frozenset(settings.get("rerun_causes", ()))
-    shared_ok = not _has_answers(cache)
-    counted: dict[str, dict[tuple[str, str, str], _Tally]] = {}
-    out: list[dict[str, Any]] = []
+
+    def counter(i: int, of: Sequence[Any] | None = None, stored: pa.Table | None = None) -> _JobCount:
+        job = jobs[i]
+        return _JobCount(job, benchmarks[job.benchmark], instances[i] if of is None else of, stored, cache,
+                         ratio, causes)
+
+    tallies: dict[int, dict[Any, _Tally]] = {}
+    cells: dict[str, list[int]] = {}
     for i, job in enumerate(jobs):
         stored = _stored(Path(run_dir), job)
-        key = _share_key(job) if shared_ok and stored is None else None
-        if key is not None and key in counted:
-            tallies = counted[key]
+        if stored is not None or cache is not None:
+            tallies[i] = counter(i, stored=stored).run()   # resumed, or answers may be cached: one by one
         else:
-            tallies = _JobCount(job, benchmarks[job.benchmark], instances[i], stored,
-                                cache if _has_answers(cache) else None, ratio, causes).run()
-            if key is not None:
-                counted[key] = tallies
-        out.extend(_plan_rows(job, tallies))
-    return pa.Table.from_pylist(out, schema=PLAN_SCHEMA)
+            cells.setdefault(_cell_key(job), []).append(i)
+    for members in cells.values():
+        tallies.update(_count_cell(members, jobs, instances, counter))
+    return pa.Table.from_pylist([row for i, job in enumerate(jobs) for row in _plan_rows(job, tallies[i])],
+                                schema=PLAN_SCHEMA)
+
+
+def _count_cell(members: list[int], jobs: Sequence[Job], instances: dict[int, Sequence[Any]],
+                counter: Any) -> dict[int, dict[Any, _Tally]]:
+    """The tallies of a cell's jobs: one full count, shared by every job whose output budgets match
+    it; one count per other output budget, on a sample of instances when the dataset is larger."""
+    common: dict[Any, list[int]] = {}
+    for i in members:
+        common.setdefault(_signature(jobs[i].model), []).append(i)
+    first = max(common.values(), key=len)[0]
+    reference = counter(first)
+    full = reference.run()
+    groups: dict[Any, list[int]] = {}
+    for i in members:
+        groups.setdefault(_budgets(jobs[i].model, reference.subject_params), []).append(i)
+    out: dict[int, dict[Any, _Tally]] = {}
+    for budgets, group in groups.items():
+        if budgets == _budgets(jobs[first].model, reference.subject_params):
+            found = full
+        elif len(instances[group[0]]) <= SAMPLE_INSTANCES:
+            found = counter(group[0]).run()
+        else:
+            mine = instances[group[0]]
+            picked = sorted(random.Random(0).sample(range(len(mine)), SAMPLE_INSTANCES))
+            sample = counter(group[0], [mine[k] for k in picked]).run()
+            found = {key: sample[key].scaled_to(ref) if key in sample else ref for key, ref in full.items()}
+        out.update({i: found for i in group})
+    return out
+
+
+def _frozen(params: dict[str, Any]) -> Any:
+    try:
+        return frozenset(params.items())
+    except TypeError:   # a value that is not hashable (a nested mapping)
+        return json.dumps(params, sort_keys=True, default=str)
+
+
+def _budgets(spec: ModelSpec, params: set[Any]) -> tuple[Any, ...]:
+    """The output budget `spec` gets for each of the stage params: equal budgets, equal units and tokens."""
+    as_dicts = [dict(p) if isinstance(p, frozenset) else json.loads(p) for p in params]
+    return tuple(sorted(str(output_budget(spec, p)) for p in as_dicts))
 
 
 def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[dict[str, Any]]:
@@ -277,11 +328,11 @@ def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[di
         spec = job.role_model(role)
         base = {"benchmark": job.benchmark, "model": job.model.name, "condition": job.condition, "stage": stage,
                 "role": role, "judge": judge, "provider": spec.provider, "model_id": spec.model_id,
-                "output_budget": tally.budget, "sampled": len(tally.sample)}
+                "output_budget": tally.budget, "sampled": tally.measured}
         if tally.sent:
             tokens_in = tally.input_tokens()
             rows.append({**base, "cached": False, "calls": tally.sent, "input_tokens": tokens_in,
-                         "output_tokens": tally.sent_output, "cost_usd": call_cost(spec, tokens_in, tally.sent_output),
+                         "output_tokens": tally.output, "cost_usd": call_cost(spec, tokens_in, tally.output),
                          "max_cost_usd": call_cost(spec, tokens_in, tally.budget * tally.sent)})
         if tally.cached:
             rows.append({**base, "cached": True, "calls": tally.cached, "input_tokens": tally.cached_input,
