@@ -223,10 +223,13 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     assert_agree(resumed, planned([*sweep, "limit=2"], stored, simulated=True))
     fresh = planned([*sweep, "limit=2"], tmp_path / "fresh", simulated=False)
     assert all(resumed[k][0] < fresh[k][0] for k in fresh)   # the stored units are not sent again
-    from_cache = planned([*sweep, "limit=2"], tmp_path / "other", simulated=False, cache=cache)
-    assert_agree(from_cache, planned([*sweep, "limit=2"], tmp_path / "other", simulated=True, cache=cache))
-    assert all(from_cache[k][1] > 0 for k in fresh)   # every stage has cached answers
+    # fake-anthropic's answers are not in the cache: its jobs are counted apart from fake's
+    both = [*sweep[:2], "model=fake,fake-anthropic", "judge=fake", "limit=2"]
+    from_cache = planned(both, tmp_path / "other", simulated=False, cache=cache)
+    assert_agree(from_cache, planned(both, tmp_path / "other", simulated=True, cache=cache))
+    assert all(from_cache[k][1] > 0 for k in fresh)   # every stage of fake's has cached answers
     assert all(from_cache[k][0] + from_cache[k][1] == fresh[k][0] for k in fresh)
+    assert all(from_cache[k][1] == 0 for k in from_cache if k[1] == "fake-anthropic" and k[3] != "fake")
 
 
 def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tmp_path):
@@ -257,11 +260,15 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     monkeypatch.setattr(counting, "SAMPLE_INSTANCES", 1)
     sampled = lines(jobs, data)
     for key, (calls, tokens_in, tokens_out) in alone.items():
-        assert sampled[key][0] == calls and sampled[key] == shared[key] or key[0] == "longer"
+        if key[0] == "same-budget":
+            assert sampled[key] == alone[key]   # shares the cell's full count
+            continue
         assert sampled[key][0] == calls
         assert abs(sampled[key][1] - tokens_in) <= 0.15 * tokens_in, key
         assert abs(sampled[key][2] - tokens_out) <= 0.15 * tokens_out, key
-    assert sampled[("longer", "generate")][2] == 3 * 3 * 2048   # 3 instances × 3 prompts × half of 4096
+    rows = counting.count(jobs, benchmarks, data, tmp_path / "never", {}).to_pylist()
+    measured = {r["model"]: (r["sampled"], r["calls"]) for r in rows if r["stage"] == "generate"}
+    assert measured["longer"] == (3, 9) and measured["fake"] == measured["same-budget"] == (9, 9)
 
 
 def test_simulated_plan_from_the_cli(tmp_path):
@@ -273,7 +280,11 @@ def test_simulated_plan_from_the_cli(tmp_path):
         done = cli("prefray.plan", *args, *([flag] if flag else []), "--csv", str(tmp_path / f"plan{flag}.csv"))
         assert done.returncode == 0, done.stderr
         with open(tmp_path / f"plan{flag}.csv") as handle:
-            tables[flag] = [{k: v for k, v in r.items()} for r in csv.DictReader(handle)]
+            tables[flag] = list(csv.DictReader(handle))
         assert ("sample of" in done.stdout) == (flag == "")
-    assert tables[""] == tables["--simulate"]
+    money = ("cost_usd", "max_cost_usd")   # summed in another order
+    assert [{k: v for k, v in r.items() if k not in money} for r in tables[""]] == [
+        {k: v for k, v in r.items() if k not in money} for r in tables["--simulate"]]
+    for counted, simulated in zip(tables[""], tables["--simulate"]):
+        assert [float(counted[k]) for k in money] == pytest.approx([float(simulated[k]) for k in money])
     assert not (tmp_path / "never").exists()

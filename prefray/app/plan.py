@@ -89,10 +89,12 @@ def tokens_line(rows: Any, simulated: bool) -> str:
     if simulated:
         return ("tokens: every request of the simulated run (input = characters / 4 + a few per message; "
                 "output = run.estimate_output_ratio × its output budget)")
-    from prefray.engine.flow.counting import TOKEN_SAMPLE
+    from prefray.engine.flow.counting import SAMPLE_INSTANCES
 
     sent = [r for r in rows.select(["cached", "calls", "sampled"]).to_pylist() if not r["cached"]]
     measured, calls = sum(r["sampled"] for r in sent), sum(r["calls"] for r in sent)
-    return (f"tokens: input estimated from a sample of {measured} of {calls} prompts (at most {TOKEN_SAMPLE} "
-            "per job and stage, rendered; characters / 4 + a few per message, the mean scaled by the stage's "
-            "calls); output = run.estimate_output_ratio × each call's output budget")
+    how = ("every prompt rendered" if measured == calls else
+           f"the rest from a sample of {SAMPLE_INSTANCES} instances per job whose model has other output budgets "
+           "than its cell's count, scaled by its calls")
+    return (f"tokens: input estimated from a sample of {measured} of {calls} prompts ({how}; characters / 4 + "
+            "a few per message); output = run.estimate_output_ratio × each call's output budget")

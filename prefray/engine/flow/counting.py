@@ -23,8 +23,9 @@ stage params the count met (output_budget's rule). A job with other output budge
 from that count, and its tokens from its own count on a seeded sample of `SAMPLE_INSTANCES`
 instances (the ratio estimator: the sample's tokens per call × the calls; counted in full when the
 dataset is no larger).
-Jobs with stored rows, or planned against a response cache that holds answers, are counted one by
-one, in full.
+With a response cache that holds answers, a job shares the count only if the cache holds none of
+its subject units' answers (looked up with its own model's requests); the others are counted one by
+one, in full, with the cache. Jobs with stored rows (resume) are counted one by one, in full.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ class _JobCount:
         self.stored, self.cache, self.rerun_causes = stored, cache, rerun_causes
         self.answers = SimulatedGateways(ratio)
         self.subject_params: set[Any] = set()   # the distinct params the subject's stages ask for
+        # the subject's units sent (request as built, sample), to look other models' answers up in the cache
+        self.subject_units: list[tuple[ChatRequest, int]] = []
+        self.subject_cached = 0
 
     def run(self) -> dict[tuple[str, str, str], _Tally]:
         stages = self.benchmark.stages(self.job)
@@ -162,6 +166,9 @@ class _JobCount:
         if self.cache is not None and pending:
             keys = [cache_key(spec, r, u.sample) for _, u, _, r in pending]
             hits = self.cache.get_many(keys)
+            if stage.role == "subject":
+                self.subject_cached += len(hits)
+                self.subject_units.extend((u.request, u.sample) for _, u, _, _ in pending)
         rows: list[dict[str, Any]] = []
         for index, (uid, unit, attempt, request) in enumerate(pending):
             hit = hits.get(keys[index]) if hits else None
@@ -259,7 +266,7 @@ def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict
     `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
     ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))
     cache = settings.get("cache")
-    cache = cache if _has_answers(cache) else None
+    cache = cache if _has_answers(cache) else None   # an empty cache answers nothing: not asked
     causes = frozenset(settings.get("rerun_causes", ()))
 
     def counter(i: int, of: Sequence[Any] | None = None, stored: pa.Table | None = None) -> _JobCount:
@@ -271,42 +278,60 @@ def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict
     cells: dict[str, list[int]] = {}
     for i, job in enumerate(jobs):
         stored = _stored(Path(run_dir), job)
-        if stored is not None or cache is not None:
-            tallies[i] = counter(i, stored=stored).run()   # resumed, or answers may be cached: one by one
+        if stored is not None:
+            tallies[i] = counter(i, stored=stored).run()   # resumed: counted on its own
         else:
             cells.setdefault(_cell_key(job), []).append(i)
     for members in cells.values():
-        tallies.update(_count_cell(members, jobs, instances, counter))
+        tallies.update(_count_cell(members, jobs, instances, counter, cache))
     return pa.Table.from_pylist([row for i, job in enumerate(jobs) for row in _plan_rows(job, tallies[i])],
                                 schema=PLAN_SCHEMA)
 
 
 def _count_cell(members: list[int], jobs: Sequence[Job], instances: dict[int, Sequence[Any]],
-                counter: Any) -> dict[int, dict[Any, _Tally]]:
+                counter: Any, cache: ResponseCache | None) -> dict[int, dict[Any, _Tally]]:
     """The tallies of a cell's jobs: one full count, shared by every job whose output budgets match
-    it; one count per other output budget, on a sample of instances when the dataset is larger."""
+    it (and of whose subject units the cache holds no answer); one count per other output budget, on
+    a sample of instances when the dataset is larger (in full, per job, when a cache holds answers)."""
     common: dict[Any, list[int]] = {}
     for i in members:
         common.setdefault(_signature(jobs[i].model), []).append(i)
     first = max(common.values(), key=len)[0]
     reference = counter(first)
     full = reference.run()
+    mine = _budgets(jobs[first].model, reference.subject_params)
     groups: dict[Any, list[int]] = {}
     for i in members:
         groups.setdefault(_budgets(jobs[i].model, reference.subject_params), []).append(i)
-    out: dict[int, dict[Any, _Tally]] = {}
+    out: dict[int, dict[Any, _Tally]] = {first: full}
     for budgets, group in groups.items():
-        if budgets == _budgets(jobs[first].model, reference.subject_params):
+        if cache is not None:
+            for i in group:
+                if i != first:
+                    shares = (budgets == mine and not reference.subject_cached
+                              and not _cached_any(cache, jobs[i].model, reference.subject_units))
+                    out[i] = full if shares else counter(i).run()
+            continue
+        if budgets == mine:
             found = full
         elif len(instances[group[0]]) <= SAMPLE_INSTANCES:
             found = counter(group[0]).run()
         else:
-            mine = instances[group[0]]
-            picked = sorted(random.Random(0).sample(range(len(mine)), SAMPLE_INSTANCES))
-            sample = counter(group[0], [mine[k] for k in picked]).run()
+            data = instances[group[0]]
+            picked = sorted(random.Random(0).sample(range(len(data)), SAMPLE_INSTANCES))
+            sample = counter(group[0], [data[k] for k in picked]).run()
             found = {key: sample[key].scaled_to(ref) if key in sample else ref for key, ref in full.items()}
         out.update({i: found for i in group})
     return out
+
+
+def _cached_any(cache: ResponseCache, spec: ModelSpec, units: list[tuple[ChatRequest, int]]) -> bool:
+    """Whether the cache holds `spec`'s answer to any of these units."""
+    for start in range(0, len(units), 2048):
+        chunk = units[start:start + 2048]
+        if cache.get_many([cache_key(spec, final_request(spec, request), sample) for request, sample in chunk]):
+            return True
+    return False
 
 
 def _frozen(params: dict[str, Any]) -> Any:
@@ -319,7 +344,8 @@ def _frozen(params: dict[str, Any]) -> Any:
 def _budgets(spec: ModelSpec, params: set[Any]) -> tuple[Any, ...]:
     """The output budget `spec` gets for each of the stage params: equal budgets, equal units and tokens."""
     as_dicts = [dict(p) if isinstance(p, frozenset) else json.loads(p) for p in params]
-    return tuple(sorted(str(output_budget(spec, p)) for p in as_dicts))
+    found = (output_budget(spec, p) for p in as_dicts)
+    return tuple(sorted(-1 if budget is None else budget[1] for budget in found))
 
 
 def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[dict[str, Any]]:

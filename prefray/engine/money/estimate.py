@@ -73,7 +73,7 @@ def plan_rows(rows: pa.Table, jobs: Sequence[Job]) -> pa.Table:
 
 
 def summarize(plan: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
-    """Plan rows (PLAN_SCHEMA) keyed by benchmark, evaluated model option and stage (and who answers it).
+    """Plan rows (estimate_rows.PLAN_SCHEMA) keyed by benchmark, evaluated model option and stage (and who answers it).
 
     The output budget is the one the runner's `final_request` makes of each call (the one rule for
     stage params over the model's, within its cap).
