@@ -98,13 +98,14 @@ def _in_all(conf_dir: str, option: str) -> bool:
 
 def _benchmark_yaml(conf_dir: Path, benchmark: str) -> Any:
     path = conf_dir / "benchmark" / f"{benchmark}.yaml"
-    return _yaml_at(str(path), path.stat().st_mtime_ns)
+    return _yaml_at((str(path), path.stat().st_mtime_ns))
 
 
 @cache
-def _yaml_at(path: str, mtime_ns: int) -> Any:
-    """A config file, read once per version (a sweep asks for each benchmark's once per job)."""
-    return OmegaConf.load(path)
+def _yaml_at(version: tuple[str, int]) -> Any:
+    """A config file (path, modification time), read once per version (a sweep asks for each
+    benchmark's once per job)."""
+    return OmegaConf.load(version[0])
 
 
 def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str]:

@@ -23,8 +23,8 @@ import pyarrow as pa
 from prefray.engine.benchmark import Job
 from prefray.engine.calls.limits import lane_minutes, lane_name
 from prefray.engine.calls.pricing import call_cost, max_output_tokens
-from prefray.engine.money.estimate_table import EstimateLine, print_estimate, write_estimate_csv
 from prefray.engine.money.estimate_rows import PLAN_KEYS, PLAN_SCHEMA
+from prefray.engine.money.estimate_table import EstimateLine, print_estimate, write_estimate_csv
 from prefray.engine.types import ChatRequest, ModelSpec
 
 # The plan's rows and how they are shown (the table lives in estimate_table.py).
