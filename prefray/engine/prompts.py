@@ -9,6 +9,7 @@ is a config error, raised before any call.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def prompt_path(folder: Path, name: str, settings: Mapping[str, Any] | None = No
     """The file a stage's prompt `name` is read from: the override if one is set, else the default."""
     override = prompt_overrides(settings).get(name)
     if override in (None, ""):
-        return Path(folder) / f"{name}.txt"
+        return _default_path(str(folder), name)
     path = Path(str(override)).expanduser()
     if not path.is_file():
         raise PromptError(f"benchmark.prompts.{name}={override}: no such file")
@@ -34,7 +35,19 @@ def prompt_path(folder: Path, name: str, settings: Mapping[str, Any] | None = No
 
 def read_prompt(folder: Path, name: str, settings: Mapping[str, Any] | None = None) -> str:
     """The text of prompt `name` (see `prompt_path`)."""
-    return prompt_path(folder, name, settings).read_text(encoding="utf-8")
+    path = prompt_path(folder, name, settings)
+    return _text((str(path), path.stat().st_mtime_ns))
+
+
+# Stages render a prompt per unit: a file is read once per version, not once per unit.
+@cache
+def _default_path(folder: str, name: str) -> Path:
+    return Path(folder) / f"{name}.txt"
+
+
+@cache
+def _text(version: tuple[str, int]) -> str:
+    return Path(version[0]).read_text(encoding="utf-8")
 
 
 def check_prompt_overrides(folder: Path, settings: Mapping[str, Any] | None) -> list[str]:

@@ -228,7 +228,7 @@ class _JobCount:
                 "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
                 "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False), "request_hash": "",
                 "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
-                "params_json": json.dumps(request.params, sort_keys=True), "status": result.status,
+                "params_json": None, "status": result.status,   # no stage builds from it
                 "cause": result.cause, "error": result.error, "text": result.text,
                 "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
                 "finish_reason": result.finish_reason, "truncated": result.truncated,
