@@ -3,8 +3,8 @@
 Usage: python bench/plan_speed.py [--suite OVERRIDES] [--simulated OVERRIDES]
 
 Runs, each in a fresh process, `python -m prefray.plan -m model=all condition=all` (the counting
-plan, the default) and `python -m prefray.plan -m benchmark=benchpres model=all condition=all
---simulate` (the runner against simulated answers), and prints for each its wall time, CPU time,
+plan, the default) and `python -m prefray.plan -m benchmark=benchpres model=gpt-4o condition=all
+--simulate` (the runner against simulated answers, one model), and prints for each its wall time, CPU time,
 peak RSS and calls, then the ratios: calls planned per second of each, and time ÷ time. The load
 average is printed too: on a shared machine wall time follows it, CPU time much less.
 """
@@ -56,7 +56,7 @@ def measure(args: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="model=all condition=all")
-    parser.add_argument("--simulated", default="benchmark=benchpres model=all condition=all")
+    parser.add_argument("--simulated", default="benchmark=benchpres model=gpt-4o condition=all")
     opts = parser.parse_args()
     load = os.getloadavg()[0]
     counted = measure(["-m", *opts.suite.split()])
