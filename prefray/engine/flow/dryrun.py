@@ -2,9 +2,10 @@
 
 `simulate` runs the real job runner in a scratch copy of the run directory against
 `SimulatedGateways`, so it sees exactly the units a launch would send: resume and the response
-cache are honoured, and later stages are built from simulated answers of earlier ones. The plan
-(money/estimate.py) prices the rows it returns; the end of a run counts with it the later-stage
-units that could not be built (flow/outcome.py).
+cache are honoured, and later stages are built from simulated answers of earlier ones. `plan
+--simulate` and a rerun's estimate price the rows it returns (money/estimate.py; the plan counts
+without it by default, flow/counting.py, with the same answers); the end of a run counts with it
+the later-stage units that could not be built (flow/outcome.py).
 
 The dry run's differences from a real run live here, not in the runner: `DryRunner` keeps no
 requests and no answers, and a stage's example answer stands in for a simulated one its parser

@@ -1,9 +1,11 @@
 """Cost and time estimates before anything is sent: the plan's rows, priced.
 
-The rows come from the dry run (flow/dryrun.py: the real job runner against simulated answers, in
-a scratch copy of the run directory), so the plan counts exactly the units a launch (or rerun)
-would send. Tokens: input = characters / 4 plus a few per message (the same estimate the limiter
-uses); output = `run.estimate_output_ratio` × the request's max tokens (the maximum is shown too).
+The rows come from the counting plan (flow/counting.py: each job's stages built in this process,
+later stages from synthetic answers of earlier ones, resume and cache read from the run's own
+shards and cache), or with `--simulate` from the dry run (flow/dryrun.py: the real job runner
+against simulated answers, in a scratch copy of the run directory), summed by `plan_rows`. Tokens:
+input = characters / 4 plus a few per message (the same estimate the limiter uses); output =
+`run.estimate_output_ratio` × the request's max tokens (the maximum is shown too).
 
 Rows are keyed by benchmark, evaluated model option (not model id: two options of one model are
 two rows) and stage, and name who answers the stage and the job's judge. Rate limits apply per
