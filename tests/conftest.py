@@ -133,7 +133,7 @@ def start_fake_server(*args: str) -> FakeServer:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "prefray.fakellm", "--port", str(port), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
-    deadline = time.time() + 20
+    deadline = time.time() + 60     # a busy machine can take long to start a Python process
     while time.time() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
