@@ -15,7 +15,7 @@ from prefray.engine.rundir.journal import ReplayPool, load_replay
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 from tests.test_reliability_runs import start_launch, wait_for
 
-KILLS = 5
+KILLS = 3
 IN_FLIGHT = 2 * 2          # two lanes (model, judge) × max_concurrency 2
 
 
