@@ -245,6 +245,29 @@ def command_here(command: str, *args: str, env: dict | None = None, timeout: flo
     return subprocess.CompletedProcess([f"prefray.{command}", *args], code, out.getvalue(), err.getvalue())
 
 
+def script_here(script: str, *argv: str) -> subprocess.CompletedProcess:
+    """`python -c SCRIPT *argv` in this process, a driver of the session's cluster as an in-process
+    launch is (a script joins Ray only if it has not been joined); its output captured."""
+    from prefray.engine.flow.session import start_ray
+
+    start_ray()
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv = sys.argv
+    sys.argv = ["-c", *argv]
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                exec(compile(script, "<script>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the test's own
+                code = 0
+            except Exception:  # noqa: BLE001 - what the interpreter does with it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = saved_argv
+        wait_for_launch_actors()
+    return subprocess.CompletedProcess(["-c", *argv], code, out.getvalue(), err.getvalue())
+
+
 @contextmanager
 def _nothing():
     yield

@@ -71,7 +71,9 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.e2e
-def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(run_cli, fake_server, s3, tmp_path):
+def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(run_cli, fake_server, s3, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setattr(RemoteLease, "CONFIRM_SECONDS", 0.0)    # no other owner races these launches
     local = tmp_path / "local"
     ok(run_cli(*sweep(fake_server, str(local))))
     uri = f"s3://{BUCKET}/runs/first"
@@ -167,7 +169,8 @@ import ray
 from prefray.engine.calls.dispatch import Gateways
 from prefray.engine.types import ChatRequest, ModelSpec
 
-ray.init(address="auto", namespace="prefray")
+if not ray.is_initialized():
+    ray.init(address="auto", namespace="prefray")
 spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=2)
 
 async def main():
@@ -196,20 +199,17 @@ asyncio.run(main())
 
 
 @pytest.mark.e2e
-def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(ray_address, fake_server, tmp_path):
+def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(run_cli, fake_server, tmp_path):
     """What a driver on another node fetches: each closed log, read in pieces, is the file the gateway
     wrote; a path that is not one of its logs is refused."""
     import json
-    import subprocess
-    import sys
 
-    from tests.conftest import ROOT
+    from tests.conftest import script_here
 
     run = tmp_path / "run"
     run.mkdir()
     (tmp_path / "outside.txt").write_text("not for the driver")
-    done = subprocess.run([sys.executable, "-c", READ_LOG_SCRIPT, fake_server.openai_url, str(run)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = script_here(READ_LOG_SCRIPT, fake_server.openai_url, str(run))
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["refused"]
