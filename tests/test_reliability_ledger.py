@@ -64,7 +64,7 @@ def test_ledger_counts_answers_lost_to_a_killed_driver(run_cli, make_fake_server
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-    time.sleep(1.0)                                    # the gateway stops sending with its driver
+    time.sleep(2.0)                                    # the gateway stops sending with its driver
     settled = server.stats()["requests"]
     time.sleep(1.0)
     assert server.stats()["requests"] == settled       # nothing is sent any more
