@@ -53,7 +53,9 @@ def ray_address(tmp_path_factory) -> str:
     """A real Ray head node on loopback for the whole session, stopped (only it) at the end."""
     port = free_port()
     temp = tmp_path_factory.mktemp("ray")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    # Workers (the gateways) at the driver's priority, as a cluster prefray starts itself has them
+    # (engine/flow/session.py): at Ray's default niceness 15 they starve on a busy machine.
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_worker_niceness": "0"}
     ray_cli = str(Path(sys.executable).with_name("ray"))
     head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
                              "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
@@ -72,12 +74,10 @@ def ray_address(tmp_path_factory) -> str:
     import ray
 
     ray.shutdown()    # the pytest process's own driver, if an in-process launch connected it
-    os.killpg(head.pid, signal.SIGTERM)
-    try:
-        head.wait(timeout=5)     # `ray start --block` takes ~30 s to stop its processes one by one
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)    # the whole group: head, raylet, workers
-        head.wait()
+    # `ray start --block` takes ~30 s to stop its processes one by one after a SIGTERM; nothing of
+    # the session's cluster is kept, so the whole group (head, raylet, workers) is killed at once.
+    os.killpg(head.pid, signal.SIGKILL)
+    head.wait()
 
 
 @pytest.fixture(autouse=True)
@@ -133,7 +133,7 @@ def start_fake_server(*args: str) -> FakeServer:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "prefray.fakellm", "--port", str(port), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
-    deadline = time.time() + 20
+    deadline = time.time() + 60     # a busy machine can take long to start a Python process
     while time.time() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
@@ -179,6 +179,24 @@ def launch(*args: str, timeout: float = 300, env: dict | None = None) -> subproc
     """Run the real CLI (`python -m prefray.launch ...`) and return the finished process."""
     return subprocess.run([sys.executable, "-m", "prefray.launch", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def run_together(*argvs: list[str], env: dict | None = None, timeout: float = 120) -> list[subprocess.CompletedProcess]:
+    """Processes that only start and refuse, run at once rather than one after the other (each
+    pays for a Python start and its imports: on two cores, together they take about half as long)."""
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, **(env or {})}) for argv in argvs]
+    done = []
+    try:
+        for argv, proc in zip(argvs, procs):
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
 
 
 def launch_here(*args: str, env: dict | None = None, timeout: float | None = None,
@@ -227,6 +245,29 @@ def command_here(command: str, *args: str, env: dict | None = None, timeout: flo
     return subprocess.CompletedProcess([f"prefray.{command}", *args], code, out.getvalue(), err.getvalue())
 
 
+def script_here(script: str, *argv: str) -> subprocess.CompletedProcess:
+    """`python -c SCRIPT *argv` in this process, a driver of the session's cluster as an in-process
+    launch is (a script joins Ray only if it has not been joined); its output captured."""
+    from prefray.engine.flow.session import start_ray
+
+    start_ray()
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv = sys.argv
+    sys.argv = ["-c", *argv]
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                exec(compile(script, "<script>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the test's own
+                code = 0
+            except Exception:  # noqa: BLE001 - what the interpreter does with it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = saved_argv
+        wait_for_launch_actors()
+    return subprocess.CompletedProcess(["-c", *argv], code, out.getvalue(), err.getvalue())
+
+
 @contextmanager
 def _nothing():
     yield
@@ -253,9 +294,25 @@ def refused_here(*args: str, env: dict | None = None) -> subprocess.CompletedPro
     return launch_here(*args, env=env, forbid_ray=True)
 
 
+_config_files_seen: list = []
+
+
+def _config_files() -> tuple:
+    """What the config tree holds now: each file's path, size and modification time."""
+    from prefray.app.compose import conf_dir
+
+    return tuple(sorted((str(path), stat.st_size, stat.st_mtime_ns)
+                        for path in conf_dir().rglob("*") if path.is_file() for stat in [path.stat()]))
+
+
 def forget_config_files() -> None:
     """Config files are read once per process (cached functions of prefray.engine.config and
-    prefray.app); a test may rewrite one between two runs."""
+    prefray.app); a test may rewrite one between two runs. The caches are kept while the config
+    tree is unchanged: reading ~100 YAML files again costs every launch a second or more."""
+    now = _config_files()
+    if _config_files_seen == [now]:
+        return
+    _config_files_seen[:] = [now]
     for name, module in list(sys.modules.items()):
         if name.startswith(("prefray.engine.config", "prefray.app")):
             for value in list(vars(module).values()):

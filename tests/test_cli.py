@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from prefray import app, cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_together
 
 COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload"]
 
@@ -35,12 +35,6 @@ BAD_ARGUMENTS = [
 
 def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
-
-
-def prefray(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m prefray ARGS` (what the `prefray` console script runs) in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "prefray", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 # -- in this process ------------------------------------------------------------------------------
@@ -129,14 +123,20 @@ def test_ctrl_c_in_any_command_is_exit_130_and_one_line(command, monkeypatch, ca
 # -- as processes ---------------------------------------------------------------------------------
 
 @pytest.mark.e2e
-def test_prefray_help_lists_the_commands_and_launch_help_is_the_same_as_the_module():
-    top = prefray("--help")
+def test_as_processes_help_lists_the_commands_and_bad_arguments_exit_2_with_one_line():
+    """`prefray --help` lists the commands and `prefray launch --help` is `python -m prefray.launch
+    --help`; each `python -m prefray.NAME` module's own __main__ refuses `--bogus` with exit 2 and one
+    line (`prefray NAME`: in-process above); a malformed override is exit 2 and one line. The
+    processes run at once."""
+    python = [sys.executable, "-m"]
+    top, sub, module, malformed, *bogus = run_together(
+        [*python, "prefray", "--help"], [*python, "prefray", "launch", "--help"],
+        [*python, "prefray.launch", "--help"], [*python, "prefray", "launch", "model=["],
+        *([*python, f"prefray.{command}", "--bogus"] for command in COMMANDS))
+
     assert top.returncode == 0, top.stderr
     for name in COMMANDS:
         assert any(line.split()[:1] == [name] for line in top.stdout.splitlines()), name
-    sub = prefray("launch", "--help")
-    module = subprocess.run([sys.executable, "-m", "prefray.launch", "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
     assert sub.returncode == module.returncode == 0, sub.stderr + module.stderr
     # the same text, but for the name it was called by in the usage line
     assert sub.stdout.startswith("usage: prefray launch ")
@@ -144,24 +144,14 @@ def test_prefray_help_lists_the_commands_and_launch_help_is_the_same_as_the_modu
     assert sub.stdout.replace("usage: prefray launch ", "usage: python -m prefray.launch ", 1) == module.stdout
     assert "config groups" in module.stdout and "python -m prefray.rerun" in module.stdout
 
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("command", COMMANDS)
-def test_bad_arguments_to_each_command_exit_2_with_one_line(command):
-    """Through each `python -m prefray.NAME` module's own __main__ (`prefray NAME`: in-process above)."""
-    done = subprocess.run([sys.executable, "-m", f"prefray.{command}", "--bogus"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
-    (line,) = lines(done.stderr)  # what argparse says first: a missing argument, or the unknown flag
-    assert line.startswith(f"python -m prefray.{command}: error: ") and line.endswith("(--help shows the usage)")
-
-
-@pytest.mark.e2e
-def test_a_malformed_override_exits_2_with_one_line():
-    done = prefray("launch", "model=[")
-    assert done.returncode == 2
-    (line,) = lines(done.stderr)
+    assert malformed.returncode == 2
+    (line,) = lines(malformed.stderr)
     assert line.startswith("prefray: cannot read overrides: ") and "hydra.cc" in line  # Hydra's two lines, joined
+
+    for command, done in zip(COMMANDS, bogus):
+        assert done.returncode == 2, (command, done.stderr)
+        (line,) = lines(done.stderr)  # what argparse says first: a missing argument, or the unknown flag
+        assert line.startswith(f"python -m prefray.{command}: error: ") and line.endswith("(--help shows the usage)")
 
 
 # A shell starts background jobs with SIGINT ignored, and a child inherits that: the command takes
@@ -198,7 +188,7 @@ def wait_for(condition, timeout: float = 120.0) -> None:
 def test_ctrl_c_during_a_rejudge_exits_130_with_one_line(run_cli, fake_server, make_fake_server, tmp_path):
     run_dir = tmp_path / "run"
     run_cli("model=fake", "judge=fake", *fake_server.model_overrides(), f"run.dir={run_dir}", "limit=2",
-            "benchmark.samples=2", "run.plots=false")
+            "benchmark.samples=1", "run.plots=false")
     slow = make_fake_server("--latency", "0.6")  # the new judge answers one call at a time, slowly
     process = start_prefray("rejudge", str(run_dir), "judge=fake-anthropic", f"judge.base_url={slow.anthropic_url}",
                             "judge.max_concurrency=1", "run.cache=false")

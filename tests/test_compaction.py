@@ -164,19 +164,36 @@ def compact_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.e2e
-def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner(tmp_path):
-    missing = compact_cli(str(tmp_path / "nope"))
+def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner_and_stops_on_an_unreadable_shard(tmp_path):
+    """`python -m prefray.compact` as processes (run at once): a run dir that is not there, one with
+    no shards/, one another run owns (exit 2, one line, nothing changed), and one with an unreadable
+    shard (exit 1, one line, the folders before it compacted, its own untouched)."""
+    from tests.conftest import run_together
+
+    (tmp_path / "empty").mkdir()
+    owned = job_dir(tmp_path / "owned", "b", "m", "c")
+    write_small_shards(owned, 4, 3)
+    damaged = tmp_path / "damaged"
+    good, bad = job_dir(damaged, "b", "a", "c"), job_dir(damaged, "b", "z", "c")
+    write_small_shards(good, 3, 2)
+    write_small_shards(bad, 3, 2)
+    (bad / "generate-0000000000000bad.parquet").write_bytes(b"PAR1 not a parquet file")
+    compact = [sys.executable, "-m", "prefray.compact"]
+    with RunDirLock(tmp_path / "owned"):
+        missing, not_a_run, busy, done = run_together(
+            [*compact, str(tmp_path / "nope")], [*compact, str(tmp_path / "empty")],
+            [*compact, str(tmp_path / "owned")], [*compact, str(damaged)])
+
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
     assert "not a directory" in missing.stderr
-    not_a_run = compact_cli(str(tmp_path))
     assert not_a_run.returncode == 2 and "no shards/" in not_a_run.stderr
-
-    folder = job_dir(tmp_path, "b", "m", "c")
-    write_small_shards(folder, 4, 3)
-    with RunDirLock(tmp_path):
-        busy = compact_cli(str(tmp_path))
     assert busy.returncode == 2 and "in use by another prefray run" in busy.stderr
-    assert len(parquet_names(folder)) == 4  # nothing changed
+    assert len(parquet_names(owned)) == 4  # nothing changed
+
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "compaction of" in done.stderr and "stopped" in done.stderr
+    assert [n[:8] for n in parquet_names(good)] == ["compact-"]  # compacted before the bad folder
+    assert len(parquet_names(bad)) == 4 and not list(bad.glob(".*.tmp"))  # unchanged, nothing half-written
 
 
 @pytest.mark.e2e
@@ -231,19 +248,6 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     assert requests[0].equals(requests[1]) and requests[0].num_rows > 4
     assert [p.name[:8] for p in (rolled / "requests").iterdir()] == ["compact-"]
     assert len(list((plain / "requests").iterdir())) > 1
-
-
-@pytest.mark.e2e
-def test_compact_command_stops_with_one_line_on_an_unreadable_shard(tmp_path):
-    good, bad = job_dir(tmp_path, "b", "a", "c"), job_dir(tmp_path, "b", "z", "c")
-    write_small_shards(good, 3, 2)
-    write_small_shards(bad, 3, 2)
-    (bad / "generate-0000000000000bad.parquet").write_bytes(b"PAR1 not a parquet file")
-    done = compact_cli(str(tmp_path))
-    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
-    assert "compaction of" in done.stderr and "stopped" in done.stderr
-    assert [n[:8] for n in parquet_names(good)] == ["compact-"]  # compacted before the bad folder
-    assert len(parquet_names(bad)) == 4 and not list(bad.glob(".*.tmp"))  # unchanged, nothing half-written
 
 
 def write_paid_log(run_dir: Path, tries: range) -> Path:

@@ -3,8 +3,6 @@ accept, ports, request parameters the provider's SDK takes, and upper bounds (is
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -84,16 +82,22 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
+REFUSED_BEFORE_RAY = ["run.seed=99999999999999999999", "model.base_url=http://127.0.0.1:99999/v1",
+                      "+model.params.bogus_param=5", "run.plots=maybe"]
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("override", ["run.seed=99999999999999999999", "model.base_url=http://127.0.0.1:99999/v1",
-                                      "+model.params.bogus_param=5", "run.plots=maybe"])
-def test_the_cli_refuses_before_ray_with_one_line(tmp_path, override):
+def test_the_cli_refuses_before_ray_with_one_line(tmp_path):
+    """Each override refused by its own `python -m prefray.launch` (the processes run at once)."""
+    from tests.conftest import run_together
+
     # Ray is pointed at a port nobody listens on: a launch that started it first would fail otherwise
-    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{_closed_port()}"}
-    done = subprocess.run([sys.executable, "-m", "prefray.launch", "model=fake", "judge=fake", override,
-                           f"run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env=env)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"prefray: nothing was run: {override.lstrip('+')}"), lines[0]
-    assert not (tmp_path / "run").exists() and done.stdout == ""
+    env = {"RAY_ADDRESS": f"127.0.0.1:{_closed_port()}"}
+    runs = [tmp_path / f"run{i}" for i in range(len(REFUSED_BEFORE_RAY))]
+    refused = run_together(*([sys.executable, "-m", "prefray.launch", "model=fake", "judge=fake", override,
+                              f"run.dir={run}"] for override, run in zip(REFUSED_BEFORE_RAY, runs)), env=env)
+    for override, run, done in zip(REFUSED_BEFORE_RAY, runs, refused):
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and len(lines) == 1, (override, done.stderr)
+        assert lines[0].startswith(f"prefray: nothing was run: {override.lstrip('+')}"), lines[0]
+        assert not run.exists() and done.stdout == "", override

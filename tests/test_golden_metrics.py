@@ -30,15 +30,15 @@ CELLS = {("benchpres", c) for c in ("default", "defense", "no_preferences")} \
 
 @pytest.fixture(scope="module")
 def golden_run(tmp_path_factory, ray_address):
-    from tests.conftest import launch, start_fake_server
+    from tests.conftest import launch_here, start_fake_server
 
     server = start_fake_server()
     run_dir = tmp_path_factory.mktemp("golden") / "run"
     args = (*SWEEP, f"run.dir={run_dir}", *server.model_overrides())
     try:
-        first = launch(*args)
+        first = launch_here(*args)                 # in this process, a driver of the session's cluster
         sent_first = server.stats()["requests"]
-        again = launch(*args)
+        again = launch_here(*args)
         sent_again = server.stats()["requests"] - sent_first
         yield run_dir, first, again, sent_first, sent_again
     finally:

@@ -13,7 +13,7 @@ import pytest
 from pyarrow import fs
 
 from prefray.engine.rundir.ownership import LEASE_NAME, RemoteLease, RunDirBusy
-from tests.conftest import ROOT, _port_open, free_port, launch
+from tests.conftest import ROOT, _port_open, free_port, refused_here
 
 BUCKET = "results"
 
@@ -71,11 +71,13 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.e2e
-def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_address, fake_server, s3, tmp_path):
+def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(run_cli, fake_server, s3, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setattr(RemoteLease, "CONFIRM_SECONDS", 0.0)    # no other owner races these launches
     local = tmp_path / "local"
-    ok(launch(*sweep(fake_server, str(local))))
+    ok(run_cli(*sweep(fake_server, str(local))))
     uri = f"s3://{BUCKET}/runs/first"
-    ok(launch(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-a'}"), env=s3.env))
+    ok(run_cli(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-a'}"), env=s3.env))
     stored = s3.files("runs/first")
     assert {"metrics.parquet", "manifest.json", "metrics.csv"} <= set(stored)
     shards = sorted(p for p in stored if p.startswith("shards/") and p.endswith(".parquet"))
@@ -87,7 +89,7 @@ def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_add
     assert len(expected) > 10 and rows(s3.table("runs/first/metrics.parquet")) == expected
     sent = fake_server.stats()["requests"]
 
-    again = ok(launch(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-b'}"), env=s3.env))
+    again = ok(run_cli(*sweep(fake_server, uri, f"run.staging_dir={tmp_path / 'stage-b'}"), env=s3.env))
     assert fake_server.stats()["requests"] == sent               # every unit came from the bucket
     assert "pulled" in again.stderr
     assert rows(pq.read_table(tmp_path / "stage-b" / "metrics.parquet")) == expected
@@ -97,8 +99,8 @@ def test_sweep_on_s3_matches_local_and_resumes_from_an_empty_staging_dir(ray_add
 @pytest.mark.e2e
 def test_missing_bucket_refuses_with_one_line_and_writes_nothing(s3, tmp_path):
     staging = tmp_path / "stage"
-    done = launch("model=fake", "judge=fake", "run.dir=s3://no-such-bucket/runs/x", f"run.staging_dir={staging}",
-                  "limit=1", env=s3.env, timeout=120)
+    done = refused_here("model=fake", "judge=fake", "run.dir=s3://no-such-bucket/runs/x",
+                        f"run.staging_dir={staging}", "limit=1", env=s3.env)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and "run.dir=s3://no-such-bucket/runs/x" in lines[0] and "does not exist" in lines[0]
@@ -167,7 +169,8 @@ import ray
 from prefray.engine.calls.dispatch import Gateways
 from prefray.engine.types import ChatRequest, ModelSpec
 
-ray.init(address="auto", namespace="prefray")
+if not ray.is_initialized():
+    ray.init(address="auto", namespace="prefray")
 spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=2)
 
 async def main():
@@ -196,20 +199,17 @@ asyncio.run(main())
 
 
 @pytest.mark.e2e
-def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(ray_address, fake_server, tmp_path):
+def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(run_cli, fake_server, tmp_path):
     """What a driver on another node fetches: each closed log, read in pieces, is the file the gateway
     wrote; a path that is not one of its logs is refused."""
     import json
-    import subprocess
-    import sys
 
-    from tests.conftest import ROOT
+    from tests.conftest import script_here
 
     run = tmp_path / "run"
     run.mkdir()
     (tmp_path / "outside.txt").write_text("not for the driver")
-    done = subprocess.run([sys.executable, "-c", READ_LOG_SCRIPT, fake_server.openai_url, str(run)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = script_here(READ_LOG_SCRIPT, fake_server.openai_url, str(run))
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["refused"]
@@ -218,3 +218,22 @@ def test_a_gateway_hands_its_closed_logs_over_by_offset_and_nothing_else(ray_add
         assert (run / relative).read_text() == text and len(text.encode()) == size
     ledger = next(text for relative, (_, text) in out["pieces"].items() if relative.startswith("ledger/"))
     assert [json.loads(line)["outcome"] for line in ledger.splitlines()].count("ok") == 3
+
+
+@pytest.mark.e2e
+def test_upload_copies_a_run_dir_to_s3(s3, tmp_path):
+    run = tmp_path / "run"
+    (run / "shards" / "job").mkdir(parents=True)
+    (run / "shards" / "job" / "part-0.parquet").write_bytes(b"\x00PAR1")
+    (run / "metrics.csv").write_text("benchmark,metric,value\n")
+    done = subprocess.run([sys.executable, "-m", "prefray.upload", str(run), f"s3://{BUCKET}/sweep1"], cwd=ROOT,
+                          env={**os.environ, **s3.env}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    stored = s3.files("sweep1")
+    assert sorted(stored) == ["metrics.csv", "shards/job/part-0.parquet"]
+    with s3.fs.open_input_file(f"{BUCKET}/sweep1/shards/job/part-0.parquet") as handle:
+        assert handle.read() == b"\x00PAR1"
+    from tests.conftest import command_here
+
+    missing = command_here("upload", str(tmp_path / "nope"), f"s3://{BUCKET}/x", env=s3.env)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -93,7 +93,8 @@ from prefray.engine.calls.dispatch import CALL_TAG
 from prefray.engine.flow.progress import watch_gateways
 from prefray.engine.types import ChatRequest, ModelSpec
 
-ray.init(address="auto", namespace="prefray")
+if not ray.is_initialized():
+    ray.init(address="auto", namespace="prefray")
 spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=1)
 seen = []
 
@@ -114,17 +115,14 @@ asyncio.run(main())
 
 
 @pytest.mark.e2e
-def test_gateways_report_each_finished_call_while_a_batch_runs(ray_address, make_fake_server):
+def test_gateways_report_each_finished_call_while_a_batch_runs(run_cli, make_fake_server):
     """One batch of six calls, one at a time at 0.3 s each: the feed sees them arrive in several steps."""
     import json
-    import subprocess
-    import sys
 
-    from tests.conftest import ROOT
+    from tests.conftest import script_here
 
     server = make_fake_server("--latency", "0.3")
-    done = subprocess.run([sys.executable, "-c", WATCH_SCRIPT, server.openai_url], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    done = script_here(WATCH_SCRIPT, server.openai_url)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     steps = [s for s in out["seen"] if s[1] > 0]

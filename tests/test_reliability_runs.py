@@ -17,7 +17,7 @@ import pytest
 
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.rundir.ownership import LOCK_NAME, RunDirBusy, RunDirLock
-from tests.conftest import ROOT, launch
+from tests.conftest import ROOT
 
 
 def stored(run_dir: Path) -> list[dict]:
@@ -93,40 +93,23 @@ def test_concurrent_manifest_appends_lose_nothing(tmp_path):
 # -- through the CLI ------------------------------------------------------------------------------
 
 @pytest.mark.e2e
-def test_second_launch_into_a_busy_run_dir_refuses_at_once(ray_address, make_fake_server, tmp_path):
-    server = make_fake_server("--latency", "0.3")
-    run_dir = tmp_path / "run"
-    args = ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=2",
-            "benchmark.samples=2", "run.cache=false", "model.max_concurrency=1", "judge.max_concurrency=1",
-            "run.shard_size=1"]
-    first = start_launch(*args)
-    try:
-        wait_for(lambda: owned(run_dir) or first.poll() is not None)
-        second = launch(*args, timeout=120)
-        out, err = first.communicate(timeout=300)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    assert second.returncode == 2, second.stderr
-    lines = [line for line in second.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "in use by another prefray run" in lines[0] and f"pid {first.pid}" in lines[0]
-    assert first.returncode == 0, err
-    rows = stored(run_dir)
-    assert server.stats()["requests"] == len(rows)            # every unit sent once, by one launch
-    assert len(json.loads((run_dir / "manifest.json").read_text())["runs"]) == 1
-    assert (run_dir / LOCK_NAME).read_text() == ""             # released at the end
+def test_busy_run_dir_refuses_a_second_launch_then_ctrl_c_exits_130_with_one_line_and_resume_completes(
+        run_cli, make_fake_server, tmp_path):
+    """A launch owns its run dir: a second launch into it refuses at once (before Ray, one line
+    naming the owner). Ctrl-C then ends the first with 130 and one line, releasing the run dir; the
+    same command again completes, asking only what was not stored."""
+    from tests.conftest import refused_here
 
-
-@pytest.mark.e2e
-def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_fake_server, tmp_path):
     # 18 calls one at a time at 0.6 s: the run is still sending when the first rows are stored
     server = make_fake_server("--latency", "0.6")
     run_dir = tmp_path / "run"
     args = ["model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=3",
             "benchmark.samples=2", "run.cache=false", "model.max_concurrency=1", "judge.max_concurrency=1",
-            "run.shard_size=1"]
+            "run.shard_size=1", "run.plots=false"]
     process = start_launch(*args, foreground=True)
     try:
+        wait_for(lambda: owned(run_dir) or process.poll() is not None)
+        second = refused_here(*args)
         wait_for(lambda: len(stored(run_dir)) >= 1 or process.poll() is not None)
         assert process.poll() is None, "the run ended before it could be interrupted"
         os.killpg(process.pid, signal.SIGINT)                   # what Ctrl-C sends: the whole group
@@ -134,6 +117,10 @@ def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    assert second.returncode == 2, second.stderr
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "in use by another prefray run" in lines[0] and f"pid {process.pid}" in lines[0]
+
     assert process.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -142,9 +129,12 @@ def test_ctrl_c_exits_130_with_one_line_then_resume_completes(ray_address, make_
     assert (run_dir / LOCK_NAME).read_text() == ""
     kept = len(stored(run_dir))
     before = server.stats()["requests"]
-    done = launch(*args, timeout=300)
-    assert done.returncode == 0, done.stderr
+    run_cli(*args)
     assert len(stored(run_dir)) == server.stats()["requests"] - before + kept
+    assert len({r["unit_id"] for r in stored(run_dir)}) == len(stored(run_dir)) == 3 * 2 * (1 + 5)
+    # the interrupted launch and the resume; the refused one left no trace
+    assert len(json.loads((run_dir / "manifest.json").read_text())["runs"]) == 2
+    assert (run_dir / LOCK_NAME).read_text() == ""             # released at the end
 
 
 @pytest.mark.e2e

@@ -91,7 +91,7 @@ def test_kill_and_resume_ends_with_the_same_metrics(run_cli, make_fake_server, t
 def test_shared_limiter_gives_zero_429s(run_cli, make_fake_server, tmp_path):
     server = make_fake_server("--rpm", "240")
     run_cli("-m", "benchmark=benchpres", "condition=all", "model=fake", "judge=fake", *server.model_overrides(),
-            f"run.dir={tmp_path / 'run'}", "limit=2", "benchmark.samples=2", "model.rpm=240", "judge.rpm=240",
+            f"run.dir={tmp_path / 'run'}", "limit=1", "benchmark.samples=2", "model.rpm=240", "judge.rpm=240",
             "run.shard_size=4")
     stats = server.stats()
     assert stats["rate_limited"] == 0

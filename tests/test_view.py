@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,6 @@ from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, write_shard
 from prefray.view.data import PAGE_SIZE, Cell, CellQuery, RunData, strip_rationale
 from prefray.view.pages import cell_html, overview_html, unit_html
 
-ROOT = Path(__file__).resolve().parent.parent
 EVIL = '<script>alert("x")</script>'
 REQUEST_SCHEMA = pa.schema([("request_hash", pa.string()), ("model_id", pa.string()), ("system", pa.string()),
                             ("messages_json", pa.string()), ("params_json", pa.string()),
@@ -136,23 +134,20 @@ def test_cell_page_escapes_and_lists_rows(tmp_path):
 
 
 @pytest.mark.e2e
-def test_export_writes_one_self_contained_file(tmp_path):
+def test_export_writes_one_self_contained_file_and_a_missing_run_dir_is_one_clear_line(tmp_path):
+    """`python -m prefray.view` as processes (run at once): an export, and a run dir that is not there."""
+    from tests.conftest import run_together
+
     build_run(tmp_path / "run")
     (tmp_path / "run" / "plots").mkdir()
     (tmp_path / "run" / "plots" / "bench__MR.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
     out = tmp_path / "report.html"
-    done = subprocess.run([sys.executable, "-m", "prefray.view", str(tmp_path / "run"), "--export", str(out)],
-                          cwd=ROOT, capture_output=True, text=True)
+    done, missing = run_together([sys.executable, "-m", "prefray.view", str(tmp_path / "run"), "--export", str(out)],
+                                 [sys.executable, "-m", "prefray.view", str(tmp_path / "nope")])
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     assert "data:image/svg+xml;base64," in text and "[0.250, 0.750]" in text and "/plots/" not in text
-
-
-@pytest.mark.e2e
-def test_missing_run_dir_is_one_clear_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "prefray.view", str(tmp_path / "nope")], cwd=ROOT,
-                          capture_output=True, text=True)
-    assert done.returncode == 2 and "run directory not found" in done.stderr
+    assert missing.returncode == 2 and "run directory not found" in missing.stderr
 
 
 @pytest.mark.parametrize("filters", [{}, {"stage": "judge", "verdict": "applied=true"},

@@ -46,9 +46,14 @@ class Gateways:
     async def _served(self, spec: ModelSpec) -> ModelSpec:
         """Start a locally served model's server once per run; the spec as this run reaches it."""
         from prefray.engine.calls.gateway import on_this_node
-        from prefray.engine.calls.local_servers import get_local_server, host_port, served_spec
+        from prefray.engine.calls.local_servers import get_local_server, host_port, port_answers, served_spec
 
         address = host_port(spec.base_url)
+        if address not in self.ready and address[1] and port_answers(*address):
+            # something answers on the explicit port already: it is reused as it is (what the server's
+            # actor would find), so no actor is started to hold nothing
+            self.ready[address] = asyncio.get_running_loop().create_future()
+            self.ready[address].set_result(spec.base_url)
         if address not in self.ready:
             server = self.servers[address] = get_local_server(spec.serve, spec.base_url, on_this_node())
             self.ready[address] = asyncio.ensure_future(server.ensure.remote())
