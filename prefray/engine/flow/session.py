@@ -198,7 +198,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         compact_paid(options.run_dir)   # every gateway has handed its paid record over
         compact_requests(options.run_dir)
     aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
-                  plots=options.run.plots)
+                  plots=options.run.plots, figures=options.run.figures)
     warn_budget(budget)
     if crashed:
         return EXIT_ERROR
