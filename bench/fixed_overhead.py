@@ -25,14 +25,13 @@ from pathlib import Path
 from _common import ROOT, fake_server, stats
 
 
-
 def one(extra: list[str]) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
         began = time.time()
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), "model=fake", "judge=fake", "limit=1",
-                               f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
+                               "limit=1", f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
                                "run.cache=false", "run.progress=false", *extra],
                               cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
         ended = time.time()
@@ -58,7 +57,8 @@ def main() -> None:
     runs = sorted((one(extra) for _ in range(args.repeats)), key=lambda r: r["beyond"])
     r = runs[len(runs) // 2]
     beyond = ", ".join(f"{x['beyond']:.2f}" for x in runs)
-    print(f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats} by time beyond the calls (runs: {beyond} s)")
+    print(f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats} by time beyond the calls "
+          f"(runs: {beyond} s)")
     print(f"wall {r['wall']:.2f} s, calls {r['calls']:.2f} s ({r['requests']} requests), "
           f"beyond the calls {r['beyond']:.2f} s (goal <= 5), {r['figures']} figure(s)")
     for name, seconds in r["steps"].items():

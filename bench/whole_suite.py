@@ -73,8 +73,9 @@ def point_at_fakes(conf: Path, factor: float, latency: float, sigma: float, stac
     for config in models.values():
         limits = endpoints.setdefault(endpoint_of(config), {"limits": {}})["limits"]
         limits.setdefault(config["model_id"], (scaled(config.get("rpm"), factor), scaled(config.get("tpm"), factor)))
-    for endpoint, entry in endpoints.items():
-        spec = ",".join(f"{m}={'' if r is None else r}:{'' if t is None else t}" for m, (r, t) in entry["limits"].items())
+    for entry in endpoints.values():
+        spec = ",".join(f"{m}={'' if r is None else r}:{'' if t is None else t}"
+                        for m, (r, t) in entry["limits"].items())
         entry["port"] = stack.enter_context(fake_server("--latency", str(latency), "--latency-sigma", str(sigma),
                                                         "--model-limits", spec))
     for name, config in models.items():
