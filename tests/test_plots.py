@@ -22,8 +22,11 @@ def test_headline_and_breakdown_dimensions_become_separate_figures():
     assert sorted(groups) == [("b", "MR"), ("b", "MR[category]"), ("b", "MR[domain]")]  # no NaN, no vs_base
     assert sorted(r["slice"] for r in groups[("b", "MR[category]")]) == ["role", "role", "tone", "tone"]
     assert {r["model"] for r in groups[("b", "MR")]} == {"m1", "m2"}
-    # by default (run.figures=headline) only the headline metrics get a bar figure
-    assert sorted(figure_groups(metric_rows(rows), breakdowns=False)) == [("b", "MR")]
+    # by default (run.figures=headline) only the headline metrics get a bar figure, not the run's
+    # bookkeeping (failures, truncated or unparsed answers)
+    diagnostics = [{**rows[0], "metric": name} for name in ("failures_judge", "parse_failures_infer", "truncated_share")]
+    assert sorted(figure_groups(metric_rows(rows + diagnostics), breakdowns=False)) == [("b", "MR")]
+    assert len(figure_groups(metric_rows(rows + diagnostics))) == 6
 
 
 def test_figures_key_selects_headline_all_or_none(tmp_path):

@@ -114,7 +114,8 @@ class RunConfig:
                                        "false skips them")
     figures: str = key(choice("none", "headline", "all"), "headline",
                        "figures drawn with the metrics: headline (the papers' figures and one per headline "
-                       "metric), all (also one per breakdown dimension) or none; run.plots=false means none")
+                       "metric), all (also one per breakdown dimension and per diagnostic metric) or none; "
+                       "run.plots=false means none")
     budget_usd: float | None = key(number(above=0, maximum=USD_MAX).or_null("no budget"), None,
                                    "stop spending at this many US dollars")
     cache: bool = key(boolean(), True, "answer identical requests from the response cache")

@@ -1,8 +1,9 @@
 """Figures from the long-format metrics, as PNG and SVG under RUN_DIR/plots/.
 
 - One bar figure per headline metric (models on the x axis) and, on request (`run.figures=all`), one
-  per breakdown dimension (e.g. `MR[category=…]`: the categories on the x axis); bars grouped by
-  condition (and judge when several judged the run).
+  per breakdown dimension (e.g. `MR[category=…]`: the categories on the x axis) and per diagnostic
+  metric (failures, truncated or unparsed answers); bars grouped by condition (and judge when several
+  judged the run).
 - Scatter pairs a benchmark declares (`figures = [ScatterSpec(x="MR", y="AAR", diagonal=True)]` on
   the benchmark object): one point per model × condition (× judge), e.g. the appropriate-application
   rate against the misapplication rate, with the y = x line (no selectivity) and the ideal point.
@@ -116,15 +117,21 @@ def _number(value: Any) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
+# What a run's bookkeeping measures, not a model's behaviour (failed or truncated answers, answers
+# that could not be parsed): in the tables always, drawn only with every figure (run.figures=all).
+DIAGNOSTIC = re.compile(r"(failures_|parse_failures_|truncated_share$)")
+
+
 def figure_groups(metrics: pa.Table, breakdowns: bool = True) -> dict[tuple[str, str], list[dict]]:
     """Rows by figure: (benchmark, metric) for headline values across models, and (with
-    `breakdowns`) (benchmark, metric[dimension]) for each breakdown dimension (e.g. MR[category])."""
+    `breakdowns`) (benchmark, metric[dimension]) for each breakdown dimension (e.g. MR[category])
+    and the DIAGNOSTIC metrics."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in metrics.to_pylist():
         if _number(row["value"]) is None:
             continue
         family, part = _family(row["metric"])
-        if part and not breakdowns:
+        if not breakdowns and (part or DIAGNOSTIC.match(family)):
             continue
         dimension, _, value = part.partition("=")
         if part and not value:
