@@ -20,7 +20,7 @@ bench/harness_ceiling.py's plain asyncio loop: ~770 req/s here) and
 
 The wall time is the launch's, start to exit (its fixed overhead included).
 Usage: python bench/whole_suite.py [--scale 1] [--models K] [--rate-factor F] [--latency 1] [--sigma 0.5]
-                                   [--ceiling-rps 770] [--keep DIR]
+                                   [--ceiling-rps 770] [--figures headline] [--keep DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -107,6 +107,8 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.5, help="sigma of the latency's logarithm")
     parser.add_argument("--ceiling-rps", type=float, default=770.0,
                         help="the harness ceiling: requests a second of a plain asyncio loop here")
+    parser.add_argument("--figures", default=None, choices=("none", "headline", "all"),
+                        help="run.figures (default: the run's own default)")
     parser.add_argument("--keep", default=None, help="folder for the run (kept); default a temporary one")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
@@ -119,6 +121,8 @@ def main() -> None:
     models = all_options(conf, "model")[:args.models] if args.models else None
     overrides = ["-m", f"model={','.join(models)}" if models else "model=all", "condition=all",
                  f"run.dir={run_dir}", "run.cache=false", "run.progress=false"]
+    if args.figures:
+        overrides.append(f"run.figures={args.figures}")
     if args.scale < 1:
         overrides.append(f"limit={max(1, math.ceil(args.scale * largest_benchmark(conf)))}")
     with ExitStack() as stack:

@@ -95,8 +95,8 @@ def use_system_allocator() -> None:
 
 
 def start_ray() -> bool:
-    """Connect to RAY_ADDRESS's cluster or start a local one; True if this call started or joined it
-    (False: this process was already connected, and stays so)."""
+    """Connect to RAY_ADDRESS's cluster or start a local one; True if this call started a local
+    cluster (it ends with this launch), False if it joined one or the process was connected already."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -108,15 +108,16 @@ def start_ray() -> bool:
         address = os.environ.get("RAY_ADDRESS") or None
         ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
                  log_to_driver=False, include_dashboard=False, configure_logging=False)
-        return True
+        return address is None
     return False
 
 
-def stop_ray_meanwhile(connected: bool) -> threading.Thread | None:
-    """Once the calls are over, nothing needs Ray: leave it (a local cluster ends with it, ~1-2 s of
-    processes stopping) on a thread while the metrics and figures are written. Only a connection
-    this launch made; join the thread before returning."""
-    if not connected:
+def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
+    """Once the calls are over, nothing needs Ray: a local cluster this launch started (`started`)
+    is stopped (~1-2 s of its processes ending) on a thread while the metrics and figures are
+    written, instead of after them at exit; join the thread before returning. A joined cluster's
+    connection stays (it ends with the process, as before)."""
+    if not started:
         return None
     import ray
 
@@ -188,7 +189,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     clean_leftovers(options.run_dir)
     replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
-    connected = start_ray()
+    started = start_ray()
     cache = options.open_cache()
     show = options.progress and sys.stderr.isatty()
     try:
@@ -213,7 +214,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
     warning = budget_warning_of(budget)
-    stopping = stop_ray_meanwhile(connected)
+    stopping = stop_ray_meanwhile(started)
     try:
         if options.compact:
             compact_paid(options.run_dir)   # every gateway has handed its paid record over
