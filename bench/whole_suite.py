@@ -102,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--models", type=int, default=None, help="only the first K models of model=all")
-    parser.add_argument("--rate-factor", type=float, default=4.0, help="every rpm and tpm × this")
+    parser.add_argument("--rate-factor", type=float, default=30.0, help="every rpm and tpm × this")
     parser.add_argument("--latency", type=float, default=1.0, help="median answer latency, seconds")
     parser.add_argument("--sigma", type=float, default=0.5, help="sigma of the latency's logarithm")
     parser.add_argument("--ceiling-rps", type=float, default=770.0,
