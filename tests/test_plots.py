@@ -24,7 +24,8 @@ def test_headline_and_breakdown_dimensions_become_separate_figures():
     assert {r["model"] for r in groups[("b", "MR")]} == {"m1", "m2"}
     # by default (run.figures=headline) only the headline metrics get a bar figure, not the run's
     # bookkeeping (failures, truncated or unparsed answers)
-    diagnostics = [{**rows[0], "metric": name} for name in ("failures_judge", "parse_failures_infer", "truncated_share")]
+    diagnostics = [{**rows[0], "metric": name}
+                   for name in ("failures_judge", "parse_failures_infer", "truncated_share")]
     assert sorted(figure_groups(metric_rows(rows + diagnostics), breakdowns=False)) == [("b", "MR")]
     assert len(figure_groups(metric_rows(rows + diagnostics))) == 6
 
