@@ -11,8 +11,9 @@ lines per try) is copied alongside and rolled into Parquet, as a run does when i
 Rows are split 80/20 between BenchPreS and CUPID and written as `--files` Parquet files.
 
 Each size is then aggregated by `aggregate_run` (what `prefray.launch` ends with: metrics.*,
-deltas.*, calls.csv, costs.csv, judge_agreement.csv, plots/) in a fresh subprocess; its wall time
-(split into metrics and plots) and peak RSS (the child's own ru_maxrss) are printed, median of `--repeats`.
+deltas.*, calls.csv, costs.csv, judge_agreement.csv, plots/ with `--figures`: headline, the default
+of run.figures, or all) in a fresh subprocess; its wall time (split into metrics and plots) and peak
+RSS (the child's own ru_maxrss) are printed, median of `--repeats`.
 
 Usage: python bench/aggregate_scale.py [--sizes 100000,1000000] [--files 300] [--repeats 3]
 """
@@ -63,7 +64,7 @@ benchmarks = {n: load_benchmark(settings[n]["impl"]) for n in names}
 start = time.perf_counter()
 metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
 middle = time.perf_counter()
-write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks))
+write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks), breakdowns=sys.argv[3] == "all")
 print(middle - start, time.perf_counter() - middle, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
@@ -150,13 +151,14 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
     return written
 
 
-def aggregate_once(run_dir: Path, names: list[str], fresh: bool = True) -> tuple[float, float, float, float]:
+def aggregate_once(run_dir: Path, names: list[str], fresh: bool = True,
+                   figures: str = "headline") -> tuple[float, float, float, float]:
     """(wall seconds, of which metrics and of which plots, peak RSS in GB) of aggregating `run_dir`
     in a fresh subprocess; `fresh` deletes the figures first (else unchanged ones are not redrawn)."""
     if fresh:
         shutil.rmtree(run_dir / "plots", ignore_errors=True)
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names)], cwd=ROOT,
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), ",".join(names), figures], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     out, err = child.communicate()
@@ -174,6 +176,8 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=10, help="evaluated model names the copies spread over")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the synthetic runs here and keep them (reused if present)")
+    parser.add_argument("--figures", default="headline", choices=("headline", "all"),
+                        help="which figures (run.figures): the papers' and headline ones, or also the breakdowns")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp())
     root.mkdir(parents=True, exist_ok=True)
@@ -188,10 +192,10 @@ def main() -> None:
             shutil.rmtree(run_dir, ignore_errors=True)
             written = write_run(run_dir, templates, size, args.files, args.models)
             (run_dir / "written").write_text(str(written))
-        runs = [aggregate_once(run_dir, list(templates)) for _ in range(args.repeats)]
+        runs = [aggregate_once(run_dir, list(templates), figures=args.figures) for _ in range(args.repeats)]
         wall, metrics, plots, rss = (statistics.median(r[i] for r in runs) for i in range(4))
         results[size] = (wall, rss, metrics)
-        again = aggregate_once(run_dir, list(templates), fresh=False)
+        again = aggregate_once(run_dir, list(templates), fresh=False, figures=args.figures)
         print(f"{written:>9,} rows in {args.files} files: {wall:6.1f} s "
               f"(metrics {metrics:.1f} s, plots {plots:.1f} s)  "
               f"peak RSS {rss:5.2f} GB   (runs: {', '.join(f'{r[0]:.1f} s/{r[3]:.2f} GB' for r in runs)}); "

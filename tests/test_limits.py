@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -238,3 +239,35 @@ def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_ser
     assert sum(arrived < r["finished_at"] < first_served for r in first) <= 4
     first_done = sorted(r["finished_at"] for r in first)
     assert first_served < first_done[int(0.9 * len(first_done))]
+
+
+def test_a_paced_lane_probes_with_what_its_pacer_sends_in_the_latency_prior():
+    from prefray.engine.calls.lanegate import LATENCY_PRIOR_S, PROBE_CALLS, probe_calls_for
+
+    assert probe_calls_for(None) == PROBE_CALLS                        # no rate: two probes, then wait
+    assert probe_calls_for(500) == math.ceil(500 / 60 * LATENCY_PRIOR_S) == 17
+    assert probe_calls_for(12000, processes=2) == 200                  # each process its share of the rate
+    assert probe_calls_for(30) == PROBE_CALLS                          # never fewer than two
+
+    async def paced() -> int:
+        # 600 rpm, no answer for 0.5 s: the gate lets the pacer's sends through meanwhile (two probes
+        # and a wait for the first answer was the old way)
+        from prefray.engine.calls.lanegate import LaneGate
+
+        gate, limits = LaneGate(probe_calls_for(600)), ModelLimits(600, None, 64)
+        in_flight, most = 0, 0
+
+        async def one() -> None:
+            nonlocal in_flight, most
+            probe = await gate.enter()
+            async with limits.slot(10):
+                in_flight += 1
+                most = max(most, in_flight)
+                await asyncio.sleep(0.5)
+                in_flight -= 1
+            await gate.leave(probe, "")
+
+        await asyncio.wait_for(asyncio.gather(*(one() for _ in range(8))), 10)
+        return most
+
+    assert asyncio.run(paced()) > PROBE_CALLS

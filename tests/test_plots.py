@@ -22,6 +22,27 @@ def test_headline_and_breakdown_dimensions_become_separate_figures():
     assert sorted(groups) == [("b", "MR"), ("b", "MR[category]"), ("b", "MR[domain]")]  # no NaN, no vs_base
     assert sorted(r["slice"] for r in groups[("b", "MR[category]")]) == ["role", "role", "tone", "tone"]
     assert {r["model"] for r in groups[("b", "MR")]} == {"m1", "m2"}
+    # by default (run.figures=headline) only the headline metrics get a bar figure, not the run's
+    # bookkeeping (failures, truncated or unparsed answers)
+    diagnostics = [{**rows[0], "metric": name}
+                   for name in ("failures_judge", "parse_failures_infer", "truncated_share")]
+    assert sorted(figure_groups(metric_rows(rows + diagnostics), breakdowns=False)) == [("b", "MR")]
+    assert len(figure_groups(metric_rows(rows + diagnostics))) == 6
+
+
+def test_figures_key_selects_headline_all_or_none(tmp_path):
+    from prefray.engine.config.schema import RunConfig
+
+    assert RunConfig().figures == "headline"
+    rows = [{"benchmark": "b", "model": "m", "condition": "c", "metric": name, "value": 0.5, "n": 4}
+            for name in ("MR", "MR[category=tone]")]
+    (tmp_path / "headline").mkdir()
+    (tmp_path / "all").mkdir()
+    headline = write_plots(tmp_path / "headline", _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]},
+                           breakdowns=False)
+    assert sorted(p.stem for p in headline) == ["b__MR", "b__MR", "b__MR_vs_MR", "b__MR_vs_MR"]
+    every = write_plots(tmp_path / "all", _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]})
+    assert sorted({p.stem for p in every}) == ["b__MR", "b__MR_category", "b__MR_vs_MR"]
 
 
 from prefray.engine.results.plots import ScatterSpec, family_scales, figure_specs, scatter_points, write_plots  # noqa: E402

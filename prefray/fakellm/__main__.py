@@ -16,7 +16,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
     parser.add_argument("--model-latency", default="",
                         help="MODEL=SECONDS[,MODEL=SECONDS]: these models answer after this latency instead")
+    parser.add_argument("--latency-sigma", type=float, default=0.0,
+                        help="draw each answer's latency lognormal: the latency is its median, this the sigma of "
+                             "its logarithm (0 = fixed)")
     parser.add_argument("--rpm", type=float, default=None, help="requests per minute before 429")
+    parser.add_argument("--model-limits", default="",
+                        help="MODEL=RPM:TPM[,MODEL=RPM:TPM]: these models' own limits (an empty side: no limit)")
     parser.add_argument("--tpm", type=float, default=None, help="input tokens per minute before 429")
     parser.add_argument("--limit-models", default="",
                         help="comma-separated model ids the --rpm/--tpm limits apply to (default: all)")
@@ -44,7 +49,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
     limited = tuple(m for m in args.limit_models.split(",") if m)
     rejected = {m: int(code) for m, _, code in (item.partition("=") for item in args.reject.split(",") if item)}
     model_latency = {m: float(s) for m, _, s in (item.partition("=") for item in args.model_latency.split(",") if item)}
+    model_limits = {m: tuple(float(x) if x else None for x in limits.split(":", 1))
+                    for m, _, limits in (item.partition("=") for item in args.model_limits.split(",") if item)}
     options = FakeOptions(latency_s=args.latency, model_latency_s=model_latency, rpm=args.rpm, tpm=args.tpm,
+                          latency_sigma=args.latency_sigma, model_limits=model_limits,
                           limited_models=limited, fault_rate=args.fault_rate,
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,

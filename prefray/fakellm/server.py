@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from aiohttp import web
@@ -31,9 +32,14 @@ REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
 class FakeOptions:
     latency_s: float = 0.0
     model_latency_s: dict[str, float] = field(default_factory=dict)  # model id -> seconds, instead of latency_s
+    # Latencies drawn lognormal: the latency above is the median, this the sigma of its logarithm
+    # (0 = fixed); each request's draw follows from its body, so a request repeated waits the same.
+    latency_sigma: float = 0.0
     rpm: float | None = None
     tpm: float | None = None
     limited_models: tuple[str, ...] = ()  # models the rpm/tpm limits apply to (empty = all)
+    # model id -> (rpm, tpm): that model's own limits instead of rpm/tpm (None = no limit)
+    model_limits: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     fault_rate: float = 0.0          # share of distinct requests that fail on their first arrival
     sticky_fault_rate: float = 0.0   # share of distinct requests that fail every time
     faults: tuple[str, ...] = ("429", "500", "malformed")
@@ -148,17 +154,26 @@ class FakeProvider:
         wait = 0.0
         if self.options.limited_models and model not in self.options.limited_models:
             return wait
-        if self.options.rpm:
+        rpm, tpm = self.options.model_limits.get(model, (self.options.rpm, self.options.tpm))
+        if rpm:
             bucket = self.request_buckets.get(model)
             if bucket is None:
                 window = self.options.strict_window_s
-                bucket = self.request_buckets[model] = (SlidingWindow(self.options.rpm, window) if window
-                                                        else TokenBucket(self.options.rpm, 1.0))
+                bucket = self.request_buckets[model] = (SlidingWindow(rpm, window) if window
+                                                        else TokenBucket(rpm, 1.0))
             wait = bucket.take(1)
-        if wait == 0.0 and self.options.tpm:
-            bucket = self.token_buckets.setdefault(model, TokenBucket(self.options.tpm, 6.0))
+        if wait == 0.0 and tpm:
+            bucket = self.token_buckets.setdefault(model, TokenBucket(tpm, 6.0))
             wait = bucket.take(input_tokens)
         return wait
+
+    def _latency(self, model: str, body_hash: str) -> float:
+        """Seconds this request waits: the model's latency, or a lognormal draw around it."""
+        median = self.options.model_latency_s.get(model, self.options.latency_s)
+        if not median or not self.options.latency_sigma:
+            return median
+        share = (int(body_hash[12:20], 16) + 0.5) / 16**8      # uniform in (0, 1), from the body
+        return median * math.exp(self.options.latency_sigma * NormalDist().inv_cdf(share))
 
     async def _admit(self, body: dict[str, Any], input_tokens: int, anthropic: bool = False) -> web.Response | None:
         """Count (and log) the request; return an error response if a limit or fault applies."""
@@ -186,7 +201,7 @@ class FakeProvider:
         body_hash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         fault = self._fault_for(body_hash)
         if fault is None:
-            latency = self.options.model_latency_s.get(model, self.options.latency_s)
+            latency = self._latency(model, body_hash)
             if latency:
                 await asyncio.sleep(latency)
             return None

@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
+from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, probe_calls_for, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
 from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError, build_provider
@@ -57,7 +57,7 @@ class _Lane:
         processes = lane_processes(spec)   # the lane's ceiling is split among its processes
         self.limits = ModelLimits(spec.rpm, spec.tpm, math.ceil(spec.max_concurrency / processes), shared, processes)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
-        self.gate = LaneGate()
+        self.gate = LaneGate(probe_calls_for(spec.rpm, processes))
         self.calibration = Calibration()
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
         self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)

@@ -11,17 +11,25 @@ refuses a wrong key or model id before it generates, within a fraction of a seco
 has no budget, a probe still unanswered after `patience` seconds has been accepted and opens the lane
 (refusals in a row still stop it). With a budget the lane waits for the answer: its reported usage
 calibrates the budget's reservations before many calls are sent (engine/money/budget.py).
+
+A lane with a declared request rate sends no faster than its pacer whatever the gate does, so its
+probes are what the pacer sends in LATENCY_PRIOR_S (`probe_calls_for`): the gate never holds such a
+lane back while its first answers come (no probe tax), and a wrong key still costs only the calls
+sent before HOPELESS_AFTER refusals arrive (a refusal comes back within a fraction of a second).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 
 from prefray.engine.calls.providers import ProviderError
 
 PROBE_CALLS = 2
 HOPELESS_AFTER = 3
 PROBE_PATIENCE_S = 1.0
+# Seconds of a paced lane's sends that go out as probes (the latency a first answer is expected within).
+LATENCY_PRIOR_S = 2.0
 HOPELESS_CAUSES = frozenset({"auth", "model_not_found"})
 
 
@@ -30,6 +38,13 @@ def refined_cause(error: ProviderError) -> str:
     if error.cause == "client_error" and str(error).startswith("HTTP 404"):
         return "model_not_found"
     return error.cause
+
+
+def probe_calls_for(rpm: float | None, processes: int = 1) -> int:
+    """Probe calls of a lane: PROBE_CALLS, or what one process's pacer sends in LATENCY_PRIOR_S."""
+    if not rpm:
+        return PROBE_CALLS
+    return max(PROBE_CALLS, math.ceil(rpm / max(1, processes) / 60.0 * LATENCY_PRIOR_S))
 
 
 class LaneGate:

@@ -112,6 +112,10 @@ class RunConfig:
     progress: bool = key(boolean(), True, "show a live progress display")
     plots: bool = key(boolean(), True, "draw the figures (plots/*.png) when the metrics are written; "
                                        "false skips them")
+    figures: str = key(choice("none", "headline", "all"), "headline",
+                       "figures drawn with the metrics: headline (the papers' figures and one per headline "
+                       "metric), all (also one per breakdown dimension and per diagnostic metric) or none; "
+                       "run.plots=false means none")
     budget_usd: float | None = key(number(above=0, maximum=USD_MAX).or_null("no budget"), None,
                                    "stop spending at this many US dollars")
     cache: bool = key(boolean(), True, "answer identical requests from the response cache")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +94,9 @@ def use_system_allocator() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
-def start_ray() -> None:
+def start_ray() -> bool:
+    """Connect to RAY_ADDRESS's cluster or start a local one; True if this call started a local
+    cluster (it ends with this launch), False if it joined one or the process was connected already."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -105,6 +108,22 @@ def start_ray() -> None:
         address = os.environ.get("RAY_ADDRESS") or None
         ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
                  log_to_driver=False, include_dashboard=False, configure_logging=False)
+        return address is None
+    return False
+
+
+def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
+    """Once the calls are over, nothing needs Ray: a local cluster this launch started (`started`)
+    is stopped (~1-2 s of its processes ending) on a thread while the metrics and figures are
+    written, instead of after them at exit; join the thread before returning. A joined cluster's
+    connection stays (it ends with the process, as before)."""
+    if not started:
+        return None
+    import ray
+
+    stopping = threading.Thread(target=ray.shutdown, name="prefray-ray-shutdown", daemon=True)
+    stopping.start()
+    return stopping
 
 
 def secret_envs(jobs: Sequence[Job]) -> set[str]:
@@ -170,7 +189,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     clean_leftovers(options.run_dir)
     replay = load_replay(options.run_dir)
     append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
-    start_ray()
+    started = start_ray()
     cache = options.open_cache()
     show = options.progress and sys.stderr.isatty()
     try:
@@ -194,28 +213,34 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     for job, error in crashed:
         print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
-    if options.compact:
-        compact_paid(options.run_dir)   # every gateway has handed its paid record over
-        compact_requests(options.run_dir)
-    aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
-                  plots=options.run.plots)
-    warn_budget(budget)
+    warning = budget_warning_of(budget)
+    stopping = stop_ray_meanwhile(started)
+    try:
+        if options.compact:
+            compact_paid(options.run_dir)   # every gateway has handed its paid record over
+            compact_requests(options.run_dir)
+        aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
+                      plots=options.run.plots, figures=options.run.figures)
+    finally:
+        if stopping is not None:
+            stopping.join()
+    if warning:
+        print(warning, file=sys.stderr)
     if crashed:
         return EXIT_ERROR
     fold_away(options.run_dir)
     return report_incomplete(options, jobs, benchmarks, instances)
 
 
-def warn_budget(budget: Any) -> None:
+def budget_warning_of(budget: Any) -> str:
+    """The budget's warning line ("" if none or no budget), read while Ray is up."""
     if budget is None:
-        return
+        return ""
     import ray
 
     from prefray.engine.money.budget import budget_warning
 
-    warning = budget_warning(ray.get(budget.state.remote()))
-    if warning:
-        print(warning, file=sys.stderr)
+    return budget_warning(ray.get(budget.state.remote())) or ""
 
 
 def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],

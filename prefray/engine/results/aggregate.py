@@ -219,9 +219,10 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
-                  seed: int = 0) -> pa.Table:
+                  seed: int = 0, figures: str = "headline") -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
-    calls.csv, costs.csv, judge_agreement.csv and plots/; print a summary."""
+    calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
+    False: none); print a summary."""
     from prefray.engine.results.agreement import judge_agreement, judge_values, judged_by_several
     from prefray.engine.results.report import print_summary, render_markdown
 
@@ -241,10 +242,11 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     paths = RunDir(run_dir)
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
-    if plots:
+    if plots and figures != "none":
         from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
 
-        write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks))
+        write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
+                    breakdowns=figures == "all")
     if not quiet:
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")

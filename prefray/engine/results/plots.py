@@ -1,7 +1,8 @@
 """Figures from the long-format metrics, as PNG and SVG under RUN_DIR/plots/.
 
-- One bar figure per headline metric (models on the x axis) and one per breakdown dimension (e.g.
-  `MR[category=…]`: the categories on the x axis); bars grouped by condition (and judge when several
+- One bar figure per headline metric (models on the x axis) and, on request (`run.figures=all`), one
+  per breakdown dimension (e.g. `MR[category=…]`: the categories on the x axis) and per diagnostic
+  metric (failures, truncated or unparsed answers); bars grouped by condition (and judge when several
   judged the run).
 - Scatter pairs a benchmark declares (`figures = [ScatterSpec(x="MR", y="AAR", diagonal=True)]` on
   the benchmark object): one point per model × condition (× judge), e.g. the appropriate-application
@@ -116,14 +117,22 @@ def _number(value: Any) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def figure_groups(metrics: pa.Table) -> dict[tuple[str, str], list[dict]]:
-    """Rows by figure: (benchmark, metric) for headline values across models, and
-    (benchmark, metric[dimension]) for each breakdown dimension (e.g. MR[category])."""
+# What a run's bookkeeping measures, not a model's behaviour (failed or truncated answers, answers
+# that could not be parsed): in the tables always, drawn only with every figure (run.figures=all).
+DIAGNOSTIC = re.compile(r"(failures_|parse_failures_|truncated_share$)")
+
+
+def figure_groups(metrics: pa.Table, breakdowns: bool = True) -> dict[tuple[str, str], list[dict]]:
+    """Rows by figure: (benchmark, metric) for headline values across models, and (with
+    `breakdowns`) (benchmark, metric[dimension]) for each breakdown dimension (e.g. MR[category])
+    and the DIAGNOSTIC metrics."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in metrics.to_pylist():
         if _number(row["value"]) is None:
             continue
         family, part = _family(row["metric"])
+        if not breakdowns and (part or DIAGNOSTIC.match(family)):
+            continue
         dimension, _, value = part.partition("=")
         if part and not value:
             continue  # a suffix that is no slice (e.g. [vs_base]) is shown in the tables only
@@ -407,8 +416,9 @@ def cells_figures(metrics: pa.Table, benchmark: str, spec: CellsSpec, folder: Pa
 
 
 def run_figures(metrics: pa.Table, folder: Path, specs: dict[str, Sequence[Any]] | None = None,
-                orders: dict[str, Sequence[str]] | None = None) -> list[Figure]:
-    """Every figure of the run, in the order they are written, not yet drawn."""
+                orders: dict[str, Sequence[str]] | None = None, breakdowns: bool = True) -> list[Figure]:
+    """Every figure of the run (the breakdown bars only with `breakdowns`), in the order they are
+    written, not yet drawn."""
     scales = family_scales(metrics)
     figures: list[Figure] = []
     for benchmark, benchmark_specs in sorted((specs or {}).items()):
@@ -431,7 +441,7 @@ def run_figures(metrics: pa.Table, folder: Path, specs: dict[str, Sequence[Any]]
             title = spec.title or f"{benchmark}: {spec.y} against {spec.x}"
             name = f"{_safe(benchmark)}__{_safe(spec.y)}_vs_{_safe(spec.x)}"
             figures.append((draw_scatter, (points, spec, title, folder / name, axes), {}))
-    for (benchmark, family), rows in sorted(figure_groups(metrics).items())[:MAX_FIGURES]:
+    for (benchmark, family), rows in sorted(figure_groups(metrics, breakdowns).items())[:MAX_FIGURES]:
         scale = scales.get((benchmark, _family(family)[0]))
         figures.append((draw, (rows, f"{benchmark}: {family}", folder / f"{_safe(benchmark)}__{_safe(family)}", scale),
                         {"conditions": (orders or {}).get(benchmark, ())}))
@@ -473,14 +483,16 @@ def plot_workers(figures: int) -> int:
 
 
 def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
-                orders: dict[str, Sequence[str]] | None = None, workers: int | None = None) -> list[Path]:
-    """Every figure of the run in every format; returns the files written. `orders`: each
-    benchmark's condition order (condition_orders); `workers`: processes drawing them (default:
-    plot_workers). A figure whose inputs and drawing code are those it was last drawn from, with
-    its files still there, is not drawn again (plots/.drawn.json keeps each figure's fingerprint)."""
+                orders: dict[str, Sequence[str]] | None = None, workers: int | None = None,
+                breakdowns: bool = True) -> list[Path]:
+    """Every figure of the run in every format (the breakdown bars only with `breakdowns`); returns
+    the files written. `orders`: each benchmark's condition order (condition_orders); `workers`:
+    processes drawing them (default: plot_workers). A figure whose inputs and drawing code are those
+    it was last drawn from, with its files still there, is not drawn again (plots/.drawn.json keeps
+    each figure's fingerprint)."""
     folder = RunDir(run_dir).plots
     folder.mkdir(exist_ok=True)
-    figures = run_figures(metrics, folder, specs, orders)
+    figures = run_figures(metrics, folder, specs, orders, breakdowns)
     drawn = _read_drawn(folder)
     prints = [figure_print(figure) for figure in figures]
     stale = [figure for figure, mark in zip(figures, prints)

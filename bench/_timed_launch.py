@@ -1,0 +1,87 @@
+"""Run `python -m prefray.launch ARGS` in this process with its steps timed; print one line
+`TIMINGS {json}` to stderr at exit: wall-clock marks, seconds per step and this process's peak RSS.
+
+Usage: python bench/_timed_launch.py [launch args...]
+
+The steps are timed by wrapping the functions that do them (nothing else changes): composing the
+sweep, the preflight, Ray's start, the jobs (gateways' start, the calls, closing the gateways), the
+compaction of the request and paid records, the metrics tables and figures (aggregation), the
+figures alone, and Ray's shutdown (on a thread during the aggregation, see engine/flow/session.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import inspect
+import json
+import resource
+import sys
+import time
+
+marks = {"start": time.time()}
+spans: dict[str, float] = {}
+
+
+def timed(name, function):
+    if inspect.iscoroutinefunction(function):
+        async def wrapper(*args, **kwargs):
+            began = time.time()
+            try:
+                return await function(*args, **kwargs)
+            finally:
+                spans[name] = spans.get(name, 0.0) + time.time() - began
+    else:
+        def wrapper(*args, **kwargs):
+            began = time.time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spans[name] = spans.get(name, 0.0) + time.time() - began
+    return functools.wraps(function)(wrapper)
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # kilobytes on Linux
+
+
+def main() -> int:
+    import prefray.app.launch as launch
+    import prefray.engine.calls.dispatch as dispatch
+    import prefray.engine.config.preflight as preflight
+    import prefray.engine.flow.session as session
+    import prefray.engine.results.plots as plots
+
+    marks["imported"] = time.time()
+    launch.compose_sweep = timed("compose", launch.compose_sweep)
+    preflight.preflight = timed("preflight", preflight.preflight)
+    session.start_ray = timed("ray start", session.start_ray)
+    session.drive = timed("jobs (gateways, calls, close)", session.drive)
+    dispatch.Gateways.close = timed("closing the gateways", dispatch.Gateways.close)
+    session.compact_paid = timed("compaction", session.compact_paid)
+    session.compact_requests = timed("compaction", session.compact_requests)
+    aggregate = session.aggregate_run
+
+    def aggregate_run(*args, **kwargs):
+        marks["calls peak MB"] = peak_mb()
+        return aggregate(*args, **kwargs)
+
+    session.aggregate_run = timed("aggregation (tables + figures)", aggregate_run)
+    plots.write_plots = timed("figures", plots.write_plots)
+    import ray
+
+    ray.shutdown = timed("Ray's shutdown (a local cluster's: on a thread beside the aggregation)", ray.shutdown)
+
+    def report() -> None:
+        marks["exit"] = time.time()
+        print("TIMINGS " + json.dumps({"marks": marks, "spans": spans, "peak_mb": peak_mb()}), file=sys.stderr,
+              flush=True)
+
+    atexit.register(report)   # registered before Ray's own atexit: runs after it
+    code = launch.run(launch.parser("prefray.launch").parse_args(sys.argv[1:]))
+    marks["main done"] = time.time()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
