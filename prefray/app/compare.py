@@ -4,11 +4,12 @@ Compares runs on the units they share: the same benchmark, model, condition, jud
 judged item and sample (`--across model` pairs two runs of different models on the same units, and
 likewise for condition or judge). With three or more runs, each run is compared with the first.
 
-For every cell and headline metric with per-unit scores (`--breakdowns` adds the breakdowns) it prints the first run's and the other run's
-value on the paired clusters, the delta (other − first), a 95% cluster-bootstrap interval over the
-benchmark's independent unit (profile, persona, persona–query pair), the p of a paired permutation
-test over the same clusters, and p adjusted across every row printed (Holm; Benjamini–Hochberg with
-`--adjust bh`). Units that only one run has are counted, per cell and stage, and left out.
+For every cell and headline metric with per-unit scores (`--breakdowns` adds the breakdowns) it
+prints the first run's and the other run's value on the paired clusters, the delta (other − first),
+a 95% cluster-bootstrap interval over the benchmark's independent unit (profile, persona,
+persona–query pair), the p of a paired permutation test over the same clusters, and p adjusted
+across every row printed (Holm; Benjamini–Hochberg with `--adjust bh`). Units that only one run
+has are counted, per cell and stage, and left out.
 
 --csv FILE writes the table (and FILE's name with `-units.csv` the shared and unshared unit counts);
 --plot FILE draws the forest plot (default: FILE of --csv with .png, when --csv is given).

@@ -227,7 +227,8 @@ def compare_scores(scores_a: pa.Table, scores_b: pa.Table, settings: CompareSett
         value_a = float(sa.sum() / na.sum()) if na.sum() else math.nan
         value_b = float(sb.sum() / nb.sum()) if nb.sum() else math.nan
         cell = dict(zip(keys, key))
-        out.append({**cell, "versus": (versus or {}).get(key[0], ""), "value_a": value_a, "value_b": value_b, "delta": interval.estimate,
+        out.append({**cell, "versus": (versus or {}).get(key[0], ""), "value_a": value_a, "value_b": value_b,
+                    "delta": interval.estimate,
                     "ci_low": interval.low, "ci_high": interval.high, "p": sign_flip_p((sa, na), (sb, nb), settings),
                     "p_adjusted": None, "run_a": "", "run_b": "",
                     "n_pairs": (pairs or {}).get(key[:3], 0), "n_clusters": len(sa),
