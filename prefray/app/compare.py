@@ -52,6 +52,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
                         help="random swaps of the permutation test when there are too many clusters to "
                              "enumerate them all (default 9999)")
     parser.add_argument("--alpha", type=float, default=0.05, help="level marked in the table and plot")
+    parser.add_argument("--view", action="store_true",
+                        help="then serve both runs side by side on 127.0.0.1 (two runs only): the comparison, "
+                             "each cell's shared units, and links to both transcripts of a unit")
+    parser.add_argument("--port", type=int, default=8771, help="the --view port on 127.0.0.1 (default 8771)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="with --view: also answer requests whose Host header is NAME (as prefray view)")
     return parser
 
 
@@ -102,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         print(f"{PROG_NAME}: name at least two runs (the first is the reference)", file=sys.stderr)
         return EXIT_CONFIG
+    if args.view and len(args.runs) != 2:
+        print(f"{PROG_NAME}: --view shows two runs side by side; name exactly two", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         runs = [load_run(path) for path in args.runs]
         table, sharing = compare_all(runs, args)
@@ -111,7 +120,20 @@ def run(args: argparse.Namespace) -> int:
     print_sharing(sharing)
     print_table(table, args.alpha)
     write_outputs(table, sharing, args)
+    if args.view:
+        view(runs, table, sharing, args)
     return EXIT_OK
+
+
+def view(runs: list[LoadedRun], table: pa.Table, sharing: pa.Table, args: argparse.Namespace) -> None:
+    from prefray.view.compare import Comparison, serve_comparison, shared_answers
+    from prefray.view.data import RunData
+
+    first, other = runs
+    comparison = Comparison(table, sharing, (first.name, other.name),
+                            shared_answers(first.rows, other.rows, tuple(args.across)))
+    serve_comparison(comparison, RunData(Path(first.name)), RunData(Path(other.name)), args.port,
+                     tuple(args.allow_host), args.alpha)
 
 
 def compare_all(runs: list[LoadedRun], args: argparse.Namespace) -> tuple[pa.Table, pa.Table]:
