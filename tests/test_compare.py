@@ -204,6 +204,18 @@ def test_compare_rows_scores_only_the_shared_units():
         compare_rows(a, c, toy_scores, toy_scores)
 
 
+def test_across_the_model_pairs_two_models_on_the_same_units():
+    a = pa.Table.from_pylist(shard_rows([("p1-q1", 0, "1"), ("p2-q1", 0, "1")], model="m"), schema=SHARD_SCHEMA)
+    b = pa.Table.from_pylist(shard_rows([("p1-q1", 0, "0"), ("p2-q1", 0, "1")], model="n"), schema=SHARD_SCHEMA)
+    with pytest.raises(NotComparable, match="share no unit"):
+        compare_rows(a, b, toy_scores, toy_scores)
+    table, sharing = compare_rows(a, b, toy_scores, toy_scores, across=("model",))
+    (row,) = table.to_pylist()
+    assert (row["model"], row["versus"], row["value_a"], row["value_b"], row["delta"]) == ("m", "model=n", 1.0, 0.5,
+                                                                                          -0.5)
+    assert sharing.to_pylist()[0]["shared"] == 2
+
+
 def write_run(run_dir: Path, rows: list[dict]) -> Path:
     """A run dir as a launch leaves it, as far as compare reads: its manifest and its shards."""
     config = {"benchmark": {"name": rows[0]["benchmark"], "impl": "test_compare:TOY"}, "model": {"name": "m"},

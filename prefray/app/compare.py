@@ -12,7 +12,9 @@ across every row printed (Holm; Benjamini–Hochberg with `--adjust bh`). Units 
 has are counted, per cell and stage, and left out.
 
 --csv FILE writes the table (and FILE's name with `-units.csv` the shared and unshared unit counts);
---plot FILE draws the forest plot (default: FILE of --csv with .png, when --csv is given).
+--plot FILE draws the forest plot (default: FILE of --csv with .png, when --csv is given);
+--view then serves both runs side by side on 127.0.0.1 (the comparison, each cell's shared units,
+both transcripts of a unit).
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 PROG_NAME = "prefray.compare"
 
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text}")
+    return value
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
     from prefray.engine.results.compare import ACROSS_KEYS
 
@@ -47,8 +56,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--breakdowns", action="store_true",
                         help="also compare the breakdown metrics (NAME[slice]); they join the family adjusted")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the permutations")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    parser.add_argument("--permutations", type=int, default=9999,
+    parser.add_argument("--resamples", type=positive, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--permutations", type=positive, default=9999,
                         help="random swaps of the permutation test when there are too many clusters to "
                              "enumerate them all (default 9999)")
     parser.add_argument("--alpha", type=float, default=0.05, help="level marked in the table and plot")
