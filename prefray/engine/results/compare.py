@@ -95,17 +95,12 @@ def shared_units(rows_a: pa.Table, rows_b: pa.Table,
     key_a, key_b = unit_key(rows_a, across), unit_key(rows_b, across)
     mask_a, mask_b = pc.is_in(key_a, value_set=key_b), pc.is_in(key_b, value_set=key_a)
     counts: dict[tuple, list[int]] = {}
-    for rows, mask, side in ((rows_a, mask_a, 0), (rows_b, mask_b, 1)):
-        labels = zip(*(rows[k].to_pylist() for k in (*CELL_KEYS, "stage", "role")), mask.to_pylist())
-        for *label, shared in labels:
-            label = tuple("" if v is None else v for v in label)
-            if side == 1:
-                label = _as_a(label, rows_a, across)
+    for side, (rows, mask) in enumerate(((rows_a, mask_a), (aligned(rows_b, rows_a, across), mask_b))):
+        for label, shared, total in _label_counts(rows, mask):
             slot = counts.setdefault(label, [0, 0, 0])
-            if shared:
-                slot[0] += side == 0   # a shared unit is counted once, from the first run
-            else:
-                slot[1 + side] += 1
+            if side == 0:
+                slot[0] += shared     # a shared unit is counted once, from the first run
+            slot[1 + side] += total - shared
     sharing = [{"run_a": "", "run_b": "", **dict(zip((*CELL_KEYS, "stage", "role"), label)),
                 "shared": c[0], "only_a": c[1], "only_b": c[2]} for label, c in sorted(counts.items())]
     return mask_a, mask_b, pa.Table.from_pylist(sharing, schema=SHARING_SCHEMA)
@@ -123,28 +118,27 @@ def check_single(rows: pa.Table, across: Sequence[str], which: str) -> None:
                                     f"({', '.join(sorted(values))}): pairing across {key} needs one per run")
 
 
+LABEL_KEYS = (*CELL_KEYS, "stage", "role")
+
+
+def _label_counts(rows: pa.Table, mask: pa.Array) -> list[tuple[tuple, int, int]]:
+    """(cell, stage and role; units shared; units) per label of `rows`."""
+    table = pa.table({**{k: pc.fill_null(rows[k], "") for k in LABEL_KEYS},
+                      "shared": pc.fill_null(mask, False).cast(pa.int64())})
+    grouped = table.group_by(list(LABEL_KEYS), use_threads=False).aggregate([("shared", "sum"), ("shared", "count")])
+    labels = zip(*(grouped[k].to_pylist() for k in LABEL_KEYS))
+    return list(zip(labels, grouped["shared_sum"].to_pylist(), grouped["shared_count"].to_pylist()))
+
+
 def _values_per_benchmark(rows: pa.Table, key: str) -> dict[str, set[str]]:
+    """Per benchmark: the values of `key` in `rows` (for the judge: the non-empty ones)."""
+    pairs = rows.select(["benchmark", key]).group_by(["benchmark", key], use_threads=False).aggregate([])
     found: dict[str, set[str]] = {}
-    for benchmark, value in zip(rows["benchmark"].to_pylist(), rows[key].to_pylist()):
+    for benchmark, value in zip(pairs["benchmark"].to_pylist(), pairs[key].to_pylist()):
         if key == "judge" and not value:
             continue
         found.setdefault(benchmark, set()).add(value or "")
     return found
-
-
-def _as_a(label: tuple, rows_a: pa.Table, across: Sequence[str]) -> tuple:
-    """A second-run cell label under the first run's values of the `across` keys (where it has them)."""
-    if not across:
-        return label
-    label = list(label)
-    for key in across:
-        position = CELL_KEYS.index(key)
-        if key == "judge" and not label[position]:
-            continue
-        values = _values_per_benchmark(rows_a, key).get(label[0])
-        if values:
-            label[position] = next(iter(values))
-    return tuple(label)
 
 
 def versus_labels(rows_a: pa.Table, rows_b: pa.Table, across: Sequence[str]) -> dict[str, str]:
@@ -158,15 +152,15 @@ def versus_labels(rows_a: pa.Table, rows_b: pa.Table, across: Sequence[str]) -> 
     return out
 
 
-def aligned(scores_b: pa.Table, rows_a: pa.Table, across: Sequence[str]) -> pa.Table:
-    """The second run's unit scores under the first run's values of the `across` keys, so that the
-    two runs' cells meet."""
+def aligned(table: pa.Table, rows_a: pa.Table, across: Sequence[str]) -> pa.Table:
+    """A second-run table (rows or unit scores) under the first run's values of the `across` keys,
+    so that the two runs' cells meet (a row without a judge keeps none)."""
     for key in across:
-        values = _values_per_benchmark(rows_a, key)
-        column = [next(iter(values[b])) if b in values and (key != "judge" or v) else v
-                  for b, v in zip(scores_b["benchmark"].to_pylist(), scores_b[key].to_pylist())]
-        scores_b = scores_b.set_column(scores_b.schema.get_field_index(key), key, pa.array(column, pa.string()))
-    return scores_b
+        values = {b: next(iter(v)) for b, v in _values_per_benchmark(rows_a, key).items()}
+        column = [values.get(b, v) if (key != "judge" or v) else v
+                  for b, v in zip(table["benchmark"].to_pylist(), table[key].to_pylist())]
+        table = table.set_column(table.schema.get_field_index(key), key, pa.array(column, pa.string()))
+    return table
 
 
 # ---------------------------------------------------------------- the test
