@@ -168,6 +168,27 @@ def test_pairing_counts_the_units_one_run_lacks_and_keeps_only_the_shared_ones()
         shared_units(both, other, across=("model",))
 
 
+def test_a_set_level_judging_stage_named_by_its_content_is_kept_whole_in_each_run():
+    def merged(units, content):   # one judge unit per query, named by the options it merged (as PRISK's V_q)
+        rows = shard_rows(units)
+        for row in rows:
+            row.update(stage="merge", role="judge", judge="j", instance_id=f"{row['instance_id']}#{content}")
+        return rows
+
+    a = pa.Table.from_pylist(shard_rows([("q1", 0, "1"), ("q2", 0, "1")]) + merged([("q1", 0, "1")], "aaa"),
+                             schema=SHARD_SCHEMA)
+    b = pa.Table.from_pylist(shard_rows([("q1", 0, "0"), ("q3", 0, "1")]) + merged([("q1", 0, "1")], "bbb"),
+                             schema=SHARD_SCHEMA)
+    mask_a, mask_b, sharing = shared_units(a, b)
+    assert mask_a.to_pylist() == [True, False, True] and mask_b.to_pylist() == [True, False, True]
+    by_stage = {r["stage"]: r for r in sharing.to_pylist()}
+    assert by_stage["merge"]["whole"] and (by_stage["merge"]["shared"], by_stage["merge"]["only_a"]) == (0, 1)
+    assert not by_stage["answer"]["whole"]
+    # an evaluated model's stage with nothing in common is never kept whole: those answers differ
+    c = pa.Table.from_pylist(shard_rows([("q9", 0, "1")]), schema=SHARD_SCHEMA)
+    assert not any(shared_units(a, c)[0].to_pylist()[:2])
+
+
 def toy_scores(rows: pa.Table, settings=None) -> pa.Table:
     """Per unit: its parsed value, clustered by the profile (the instance id's part before '-')."""
     out = [{"benchmark": r["benchmark"], "model": r["model"], "condition": r["condition"], "judge": "",

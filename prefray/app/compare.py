@@ -171,12 +171,20 @@ def print_sharing(sharing: pa.Table) -> None:
         shared = sum(r["shared"] for r in rows)
         only_a, only_b = sum(r["only_a"] for r in rows), sum(r["only_b"] for r in rows)
         print(f"{b} vs {a}: {shared} unit(s) shared; left out: {only_a} only in {a}, {only_b} only in {b}")
-        partial = [r for r in rows if r["only_a"] or r["only_b"]]
+        whole = [r for r in rows if r["whole"]]
+        if whole:
+            print(f"  kept whole in each run: {len(whole)} set-level judging stage(s) named by their content "
+                  "(no unit can be in both runs), e.g. " + _cell_name(whole[0]))
+        partial = [r for r in rows if (r["only_a"] or r["only_b"]) and not r["whole"]]
         for r in partial[:20]:
-            cell = "/".join(v for v in (r["benchmark"], r["model"], r["condition"], r["judge"], r["stage"]) if v)
-            print(f"  {cell}: {r['shared']} shared, {r['only_a']} only in the first, {r['only_b']} only in the other")
+            print(f"  {_cell_name(r)}: {r['shared']} shared, {r['only_a']} only in the first, {r['only_b']} only in "
+                  "the other")
         if len(partial) > 20:
             print(f"  ... and {len(partial) - 20} more cell(s) (all in the --csv FILE's -units.csv)")
+
+
+def _cell_name(row: dict[str, Any]) -> str:
+    return "/".join(v for v in (row["benchmark"], row["model"], row["condition"], row["judge"], row["stage"]) if v)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -2,7 +2,8 @@
 
 Two runs are paired on the units they share: a stored unit is identified by its benchmark, model,
 condition, judge, stage, instance, judged item and sample (`UNIT_KEYS`), the identity its unit id
-hashes. `shared_units` marks each run's rows whose unit the other run has, and counts, per cell and
+hashes. `shared_units` marks each run's rows whose unit the other run has (and keeps whole the
+set-level judging stages named by their content, which no two runs share), and counts, per cell and
 stage, the units both runs have and those only one has. A key named in `across` is left out of the
 identity (e.g. `across=("model",)` pairs one model's run with another model's run on the same
 instances); each run must then hold one value of it per benchmark.
@@ -60,7 +61,7 @@ COMPARE_SCHEMA = pa.schema([
 SHARING_SCHEMA = pa.schema([
     ("run_a", pa.string()), ("run_b", pa.string()), *(pa.field(k, pa.string()) for k in CELL_KEYS),
     ("stage", pa.string()), ("role", pa.string()), ("shared", pa.int64()), ("only_a", pa.int64()),
-    ("only_b", pa.int64()),
+    ("only_b", pa.int64()), ("whole", pa.bool_()),
 ])
 
 
@@ -86,24 +87,41 @@ def unit_key(rows: pa.Table, across: Sequence[str] = ()) -> pa.Array:
 
 def shared_units(rows_a: pa.Table, rows_b: pa.Table,
                  across: Sequence[str] = ()) -> tuple[pa.Array, pa.Array, pa.Table]:
-    """Which rows of each run (one row per unit: the best attempt) have a unit the other run has:
-    (mask_a, mask_b, sharing). `sharing` counts per cell, stage and role (SHARING_SCHEMA; the run
-    names are left empty for `labelled`): units in both runs and units in one only; a second-run
-    unit is counted under the first run's values of the `across` keys."""
+    """Which rows of each run (one row per unit: the best attempt) are compared: (mask_a, mask_b,
+    sharing). A unit is compared when the other run has it too, with one exception: a judging
+    stage (any role but the evaluated model's) of a cell that both runs have but with no unit in
+    common is a set-level judgement named by its content (e.g. PRISK's merge of a query's options
+    into V_q, made from the run's own answers), which the other run cannot share; it is kept whole in
+    each run (`whole` in `sharing`) and read with the answers it judged.
+
+    `sharing` counts per cell, stage and role (SHARING_SCHEMA; the run names are left empty for
+    `labelled`): units in both runs and units in one only; a second-run unit is counted under the
+    first run's values of the `across` keys."""
     check_single(rows_a, across, "the first run")
     check_single(rows_b, across, "the second run")
     key_a, key_b = unit_key(rows_a, across), unit_key(rows_b, across)
     mask_a, mask_b = pc.is_in(key_a, value_set=key_b), pc.is_in(key_b, value_set=key_a)
+    rows_b_as_a = aligned(rows_b, rows_a, across)
     counts: dict[tuple, list[int]] = {}
-    for side, (rows, mask) in enumerate(((rows_a, mask_a), (aligned(rows_b, rows_a, across), mask_b))):
+    for side, (rows, mask) in enumerate(((rows_a, mask_a), (rows_b_as_a, mask_b))):
         for label, shared, total in _label_counts(rows, mask):
             slot = counts.setdefault(label, [0, 0, 0])
             if side == 0:
                 slot[0] += shared     # a shared unit is counted once, from the first run
             slot[1 + side] += total - shared
-    sharing = [{"run_a": "", "run_b": "", **dict(zip((*CELL_KEYS, "stage", "role"), label)),
-                "shared": c[0], "only_a": c[1], "only_b": c[2]} for label, c in sorted(counts.items())]
+    whole = {label for label, (shared, only_a, only_b) in counts.items()
+             if shared == 0 and only_a and only_b and label[-1] != "subject"}
+    if whole:
+        labels = pa.array(["\x1f".join(label) for label in whole], pa.string())
+        mask_a = pc.or_(mask_a, pc.is_in(_label_key(rows_a), value_set=labels))
+        mask_b = pc.or_(mask_b, pc.is_in(_label_key(rows_b_as_a), value_set=labels))
+    sharing = [{"run_a": "", "run_b": "", **dict(zip(LABEL_KEYS, label)), "shared": c[0], "only_a": c[1],
+                "only_b": c[2], "whole": label in whole} for label, c in sorted(counts.items())]
     return mask_a, mask_b, pa.Table.from_pylist(sharing, schema=SHARING_SCHEMA)
+
+
+def _label_key(rows: pa.Table) -> pa.Array:
+    return pc.binary_join_element_wise(*(pc.fill_null(rows[k], "") for k in LABEL_KEYS), "\x1f")
 
 
 def check_single(rows: pa.Table, across: Sequence[str], which: str) -> None:
