@@ -17,7 +17,7 @@ import pytest
 from prefray import app, cli
 from tests.conftest import ROOT, run_together
 
-COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload"]
+COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload", "compare", "report"]
 
 # Arguments each command refuses before doing anything: argparse's own refusals, a malformed Hydra
 # override, a cause that does not exist, a rejudge without a judge.
@@ -28,6 +28,8 @@ BAD_ARGUMENTS = [
     ("rejudge", []), ("rejudge", ["somewhere"]), ("rejudge", ["somewhere", "run.seed=1"]),
     ("rejudge", ["somewhere", "judge=["]),
     ("view", []), ("view", ["somewhere", "--port", "x"]),
+    ("compare", []), ("compare", ["a", "b", "--adjust", "bonferroni"]), ("compare", ["a", "b", "--across", "stage"]),
+    ("report", []), ("report", ["somewhere", "--latex=yes"]),
     ("compact", []), ("compact", ["a", "b"]),
     ("upload", []), ("upload", ["only-one"]),
 ]
@@ -87,7 +89,7 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
     """Each `python -m prefray.NAME` module imports prefray.app and nothing else of prefray."""
     import ast
 
-    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__"]:
+    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__", "compare", "report"]:
         tree = ast.parse((ROOT / "prefray" / f"{name}.py").read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
@@ -98,7 +100,7 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
 
 # what each command accepts as far as its parser goes (the work is replaced below)
 PARSED = {"launch": [], "plan": [], "rerun": ["run"], "rejudge": ["run", "judge=fake"], "view": ["run"],
-          "compact": ["run"], "upload": ["run", "s3://bucket/run"]}
+          "compact": ["run"], "upload": ["run", "s3://bucket/run"], "compare": ["run", "other"], "report": ["run"]}
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -36,6 +36,8 @@ COMMANDS = {command.name: command for command in (
     Command("rerun", "run again the units of a run that ended failed or skipped"),
     Command("rejudge", "score a run's stored generations with another judge"),
     Command("view", "browse a run: metrics, figures, units, transcripts"),
+    Command("compare", "pair runs on their shared units: deltas, CIs, paired tests, adjusted p"),
+    Command("report", "a run's headline tables in the papers' layouts, as LaTeX or Markdown"),
     Command("compact", "roll a run's small result shards into a few large Parquet files",
             "prefray: compaction interrupted; the job folders compacted before it are complete, the others "
             "unchanged; run the same compact command again to finish"),

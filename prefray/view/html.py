@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,9 +31,15 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+# The path a viewer is served under ("" at the root; "/a" for the first run of a comparison):
+# every local link is made below it. Set per page by the server (server.make_app's `base`).
+BASE: ContextVar[str] = ContextVar("BASE", default="")
+
+
 def url(path: str, **params: Any) -> str:
-    """A local link with its query string (already escaped for an attribute)."""
+    """A local link below BASE with its query string (already escaped for an attribute)."""
     clean = {k: v for k, v in params.items() if v not in (None, "")}
+    path = BASE.get() + path if path.startswith("/") else path
     return esc(f"{path}?{urlencode(clean)}" if clean else path)
 
 

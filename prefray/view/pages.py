@@ -26,7 +26,7 @@ def unit_url(cell: Cell, unit_id: str) -> str:
 
 
 def nav(cell: Cell | None = None) -> str:
-    parts = [link("/", "overview")]
+    parts = [link(url("/"), "overview")]
     if cell is not None:
         parts.append(f'<a href="{cell_url(cell)}">{esc(" / ".join(p for p in _cell_parts(cell)))}</a>')
     return f"<nav>{''.join(parts)}</nav>"
@@ -119,7 +119,7 @@ def filter_form(data: RunData, query: CellQuery) -> str:
     fields.append(select("verdict", query.verdict, facets.verdict, "verdict"))
     fields.append(select("meta", query.meta, facets.meta, "category / domain / type"))
     fields.append(f'<label>answer contains <input name="q" value="{esc(query.q)}"></label>')
-    return (f'<form class="filters" method="get" action="/cell">{hidden}{"".join(fields)}'
+    return (f'<form class="filters" method="get" action="{url("/cell")}">{hidden}{"".join(fields)}'
             f'<button type="submit">filter</button></form>')
 
 

@@ -22,6 +22,7 @@ from functools import partial
 from aiohttp import web
 
 from prefray.view.data import CellQuery, RunData, UnknownCell
+from prefray.view.html import BASE
 from prefray.view.pages import MIME, cell_html, overview_html, unit_html
 
 HOST = "127.0.0.1"
@@ -94,9 +95,19 @@ def _figure(data: RunData, name: str) -> tuple[bytes, str]:
     return path.read_bytes(), path.suffix
 
 
-def make_app(data: RunData, allow_hosts: tuple[str, ...] = (), limits: Limits = Limits()) -> web.Application:
+def _under(base: str, fn, *args):
+    """`fn(*args)` with the pages' links below `base` (in the worker thread that builds the page)."""
+    token = BASE.set(base)
+    try:
+        return fn(*args)
+    finally:
+        BASE.reset(token)
+
+
+def make_app(data: RunData, allow_hosts: tuple[str, ...] = (), limits: Limits = Limits(),
+             base: str = "") -> web.Application:
     """The viewer's routes over one run. `allow_hosts`: Host names accepted besides the bound
-    address (a proxy's name)."""
+    address (a proxy's name); `base`: the path the app is mounted under (its pages link below it)."""
     pool = ThreadPoolExecutor(max_workers=limits.busy, thread_name_prefix="view-page")
     building = 0  # pages whose thread has not finished (a page past its time limit still counts)
 
@@ -112,7 +123,7 @@ def make_app(data: RunData, allow_hosts: tuple[str, ...] = (), limits: Limits = 
             raise web.HTTPServiceUnavailable(text=f"the viewer is building {building} page(s); retry in a moment",
                                              headers={"Retry-After": "2"})
         building += 1
-        future = asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
+        future = asyncio.get_running_loop().run_in_executor(pool, partial(_under, base, fn, *args))
         future.add_done_callback(finished)
         try:
             return await asyncio.wait_for(asyncio.shield(future), limits.page_s)

@@ -1,0 +1,14 @@
+"""BenchPreS's headline table (paper Table 1) for `prefray report`: MR, AAR and AAR − MR per model
+under the default condition, in percent; bold: the lowest MR, the highest AAR and AAR − MR."""
+
+from prefray.engine.results.paper_tables import Column, PaperTable
+
+PAPER_TABLES = (
+    PaperTable(
+        name="benchpres_table1", title="BenchPreS Table 1", benchmark="benchpres", scale=100.0, digits=2,
+        caption="Misapplication Rate (MR), Appropriate Application Rate (AAR) and their difference "
+                "(AAR - MR), in percent, condition default.",
+        columns=(Column("MR", "MR", "default", best="min"), Column("AAR", "AAR", "default", best="max"),
+                 Column("AAR - MR", "AAR-MR", "default", best="max")),
+    ),
+)

@@ -1,0 +1,24 @@
+"""CUPID's headline table (paper Table 1) for `prefray report`: precision, recall and F1 of the
+inference task over all instances, per instance type (condition full) and in the oracle setting
+(condition oracle), in percent; bold: the best value of each column."""
+
+from prefray.engine.results.paper_tables import Column, PaperTable
+
+
+def _prf(group: str, condition: str, slice_: str = "") -> tuple[Column, ...]:
+    return tuple(Column(header, f"{metric}{slice_}", condition, group=group, best="max")
+                 for header, metric in (("P", "precision"), ("R", "recall"), ("F1", "F1")))
+
+
+PAPER_TABLES = (
+    PaperTable(
+        name="cupid_table1", title="CUPID Table 1", benchmark="cupid", scale=100.0,
+        caption="Precision (P), recall (R) and F1 on the inference task, averaged over all instances, "
+                "each instance type and the oracle setting, in percent.",
+        columns=(*_prf("All Instances", "full"),
+                 *_prf("Consistent", "full", "[instance_type=consistent]"),
+                 *_prf("Contrastive", "full", "[instance_type=contrastive]"),
+                 *_prf("Changing", "full", "[instance_type=changing]"),
+                 *_prf("Oracle Setting", "oracle")),
+    ),
+)
