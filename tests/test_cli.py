@@ -207,7 +207,8 @@ def test_ctrl_c_during_a_rejudge_exits_130_with_one_line(run_cli, fake_server, m
 @pytest.mark.e2e
 def test_ctrl_c_during_a_plan_exits_130_with_one_line(tmp_path):
     # the simulated plan of the whole suite takes minutes on two cores: it is still running after a few seconds
-    process = start_prefray("plan", "--simulate", "-m", "model=all", "condition=all", "limit=1", f"run.dir={tmp_path / 'never'}")
+    process = start_prefray("plan", "--simulate", "-m", "model=all", "condition=all", "limit=1",
+                            f"run.dir={tmp_path / 'never'}")
     time.sleep(6)
     out, err = interrupt(process)
     assert process.returncode == 130, err
