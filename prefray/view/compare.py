@@ -21,7 +21,7 @@ from aiohttp import web
 
 from prefray.view.data import RunData
 from prefray.view.html import esc, interval, layout, number, status, table, url
-from prefray.view.server import HOST, Limits, allowed_host, make_app
+from prefray.view.server import HOST, Limits, make_app, request_guard
 
 PAIR_PAGE = 100
 PAIR_PARAMS = {"benchmark", "model", "condition", "judge", "page"}
@@ -164,16 +164,7 @@ def make_compare_app(comparison: Comparison, data_a: RunData, data_b: RunData, a
     limits = limits or Limits()
     cells = comparison.cells()
 
-    @web.middleware
-    async def guard(request: web.Request, handler):
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        port = sockname[1] if sockname else 0
-        host = request.headers.get("Host")
-        if not allowed_host(host, port, allow_hosts):
-            raise web.HTTPForbidden(text=f"Host {host!r} is not this viewer's address (127.0.0.1:{port})")
-        if len(request.rel_url.raw_query_string) > limits.query_chars:
-            raise web.HTTPRequestURITooLong(text=f"query string over {limits.query_chars} characters")
-        return await handler(request)
+    guard = request_guard(allow_hosts, limits)
 
     async def overview(request: web.Request) -> web.Response:
         if request.query:

@@ -104,6 +104,23 @@ def _under(base: str, fn, *args):
         BASE.reset(token)
 
 
+def request_guard(allow_hosts: tuple[str, ...], limits: Limits, hint: str = ""):
+    """The middleware every viewer page passes: a Host of this viewer's address and a bounded query."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        port = sockname[1] if sockname else 0
+        host = request.headers.get("Host")
+        if not allowed_host(host, port, allow_hosts):
+            raise web.HTTPForbidden(text=f"Host {host!r} is not this viewer's address (127.0.0.1:{port}){hint}")
+        if len(request.rel_url.raw_query_string) > limits.query_chars:
+            raise web.HTTPRequestURITooLong(text=f"query string over {limits.query_chars} characters")
+        return await handler(request)
+
+    return guard
+
+
 def make_app(data: RunData, allow_hosts: tuple[str, ...] = (), limits: Limits = Limits(),
              base: str = "") -> web.Application:
     """The viewer's routes over one run. `allow_hosts`: Host names accepted besides the bound
@@ -134,17 +151,7 @@ def make_app(data: RunData, allow_hosts: tuple[str, ...] = (), limits: Limits = 
         except UnknownCell as problem:
             raise web.HTTPNotFound(text=str(problem)) from None
 
-    @web.middleware
-    async def guard(request: web.Request, handler):
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        port = sockname[1] if sockname else 0
-        host = request.headers.get("Host")
-        if not allowed_host(host, port, allow_hosts):
-            raise web.HTTPForbidden(text=f"Host {host!r} is not this viewer's address "
-                                         f"(127.0.0.1:{port}); start it with --allow-host NAME to allow a name")
-        if len(request.rel_url.raw_query_string) > limits.query_chars:
-            raise web.HTTPRequestURITooLong(text=f"query string over {limits.query_chars} characters")
-        return await handler(request)
+    guard = request_guard(allow_hosts, limits, "; start it with --allow-host NAME to allow a name")
 
     async def overview(request: web.Request) -> web.Response:
         _checked_query(request, "overview")
