@@ -18,14 +18,14 @@ from prefray.benchmarks.prisk.metrics import (
     without_units,
 )
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, DataError, Job, Stage, metric_rows
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark, DataError, Job, Stage, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.stats import Comparison
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 
 
-class PriskBenchmark:
+class PriskBenchmark(Benchmark):
     """One PRISK sub-benchmark; subclasses set `kind` and add item meta, scoring stages, metrics."""
 
     kind = ""

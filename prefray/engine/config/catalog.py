@@ -14,13 +14,14 @@ those overrides, users write `condition=CONDITION`.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from prefray.engine.benchmark import Benchmark
 
 GROUP = "prefray.benchmarks"
 HOME_DIST = "prefray"  # the distribution whose benchmarks make up `benchmark=all`
@@ -122,10 +123,14 @@ def condition_config(benchmark: str, condition: str) -> dict[str, Any]:
     return dict(_condition_config(benchmark, condition))
 
 
-def load(name: str) -> Any:
-    """The benchmark object of an installed benchmark."""
-    module, _, attribute = find(name).impl.partition(":")
-    return getattr(importlib.import_module(module), attribute or "BENCHMARK")
+def load(name: str) -> Benchmark:
+    """The benchmark object of an installed benchmark (a `Benchmark`, else UnknownBenchmark)."""
+    impl = find(name).impl
+    loaded = importlib.metadata.EntryPoint(name, impl, GROUP).load()
+    if not isinstance(loaded, Benchmark):
+        raise UnknownBenchmark(f"benchmark={name}: {impl} is a {type(loaded).__name__}, not a Benchmark "
+                               "(subclass prefray.sdk.Benchmark and register an instance)")
+    return loaded
 
 
 def register() -> None:
