@@ -11,8 +11,7 @@ import pytest
 from prefray.engine.config import catalog
 from prefray.engine.types import ChatRequest
 from prefray.fakellm.answers import answer_json, answer_text
-
-pytestmark = pytest.mark.e2e
+from tests.conftest import ROOT
 
 NAME = "stated_preference"
 
@@ -41,6 +40,7 @@ def expected_adherence(benchmark, condition: str) -> float:
     return sum(verdicts) / len(verdicts)
 
 
+@pytest.mark.e2e
 def test_the_installed_example_runs_end_to_end_and_writes_its_metric(run_cli, fake_server, tmp_path):
     benchmark = installed_example()
     run_dir = tmp_path / "run"
@@ -52,3 +52,10 @@ def test_the_installed_example_runs_end_to_end_and_writes_its_metric(run_cli, fa
     assert (int(adherence["n"]), int(adherence["excluded"])) == (2, 0)
     assert float(adherence["value"]) == pytest.approx(expected_adherence(benchmark, "stated"))
     assert float(rows[("stated", "failures_judge")]["value"]) == 0.0
+
+
+def test_the_docs_walk_through_the_example_as_it_is():
+    """docs/add-a-benchmark.md shows the example's code verbatim (its module docstring aside)."""
+    code = (ROOT / "examples" / NAME / NAME / "__init__.py").read_text()
+    body = code.split('"""', 2)[2].strip()
+    assert body in (ROOT / "docs" / "add-a-benchmark.md").read_text()
