@@ -66,7 +66,7 @@ class PriskBenchmark(Benchmark):
         recs = records(rows)
         values = without_units(self.values(recs, settings)) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
-        values += failure_metrics(recs)
+        values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
