@@ -161,6 +161,12 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
             continue  # no judge named: each benchmark is judged by its paper's judge (config.yaml)
         check_dataclass(section, cfg.get(section), cls, out)
     names = {group: (v.get("name") if isinstance(v := cfg.get(group), dict) else None) for group in OPTION_SECTIONS}
+    from prefray.engine.config import catalog
+
+    try:
+        catalog.find(str(names["benchmark"]))
+    except catalog.UnknownBenchmark as exc:
+        return [*out, str(exc)]  # its keys cannot be checked against a config that is not installed
     for group in OPTION_SECTIONS:
         check_option(group, cfg.get(group), option_reference(group, names["benchmark"], names["condition"]), out)
     return out
