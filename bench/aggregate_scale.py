@@ -51,16 +51,16 @@ RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
 # aggregate_run as prefray.launch calls it, its plots drawn separately so that their time (which
 # grows with the number of cells, not rows) is reported apart.
 CHILD = """
-import resource, sys, time, yaml
+import resource, sys, time
 from pathlib import Path
-from prefray.engine.benchmark import load_benchmark
+from prefray.engine.config import catalog
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.results.plots import figure_specs, write_plots
 from prefray.engine.flow.session import use_system_allocator
 use_system_allocator()   # as prefray.launch does before its run
 names = sys.argv[2].split(",")
-settings = {n: yaml.safe_load(Path("conf/benchmark", n + ".yaml").read_text()) for n in names}
-benchmarks = {n: load_benchmark(settings[n]["impl"]) for n in names}
+settings = {n: catalog.benchmark_config(n) for n in names}
+benchmarks = {n: catalog.load(n) for n in names}
 start = time.perf_counter()
 metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
 middle = time.perf_counter()

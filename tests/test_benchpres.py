@@ -23,7 +23,7 @@ from prefray.benchmarks.benchpres.conditions import apply_condition, without_pre
 from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, benchpres_metrics, completeness_metrics
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
-from prefray.engine.benchmark import DataError, ParseError
+from prefray.engine.benchmark import Benchmark, DataError, ParseError
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.test_spine_sweep import independent_verdict
@@ -539,7 +539,7 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
     pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / "part-0.parquet")
 
     best = latest_attempts(read_rows(tmp_path, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
-    narrow = with_text(tmp_path, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": object()}))
+    narrow = with_text(tmp_path, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
     texts = dict(zip(narrow["instance_id"].to_pylist(), narrow["text"].to_pylist()))
     assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "other": "kept"}
     full = latest_attempts(read_rows(tmp_path))

@@ -24,18 +24,14 @@ def test_model_paper_expands_to_the_papers_ten_models_per_benchmark():
         expand(["model=paper", "benchmark=benchpres"], CONF, multirun=False)
 
 
-def test_a_benchmark_without_a_lineup_says_so():
-    import shutil
-    import tempfile
-    from pathlib import Path
+def test_a_benchmark_without_a_lineup_says_so(monkeypatch):
+    from prefray.engine.config import catalog
 
-    with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "conf"
-        shutil.copytree(CONF, conf)
-        text = (conf / "benchmark" / "benchpres.yaml").read_text()
-        (conf / "benchmark" / "benchpres.yaml").write_text(text.split("paper_models:")[0])
-        with pytest.raises(SweepError, match="benchmark=benchpres names no paper lineup"):
-            expand(["model=paper", "benchmark=benchpres"], conf, multirun=True)
+    config = catalog.benchmark_config("benchpres")
+    del config["paper_models"]
+    monkeypatch.setattr(catalog, "benchmark_config", lambda name: config)
+    with pytest.raises(SweepError, match="benchmark=benchpres names no paper lineup"):
+        expand(["model=paper", "benchmark=benchpres"], CONF, multirun=True)
 
 
 @pytest.mark.e2e

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import build_job, compose_configs, conf_dir
-from prefray.engine.config.sweep import expand, group_options
+from prefray.engine.config.sweep import all_options, expand, group_options
 from prefray.engine.types import ModelSpec
 
 CONF = conf_dir()
@@ -27,8 +27,9 @@ def test_model_option_lists_every_field(option):
 def test_every_option_composes_into_a_job():
     """Each benchmark × condition pair, each model and each judge, composed once (the full product
     is only expanded, in test_sweep_cli: composing thousands of jobs would add minutes)."""
-    pairs = expand(["model=fake", "benchmark=all", "condition=all", "judge=fake"], CONF, multirun=True)
-    # glob(*) is every option; `all` leaves out the models prefray serves itself (test_sweep_cli)
+    pairs = expand(["model=fake", "benchmark=glob(*)", "condition=all", "judge=fake"], CONF, multirun=True)
+    # glob(*) is every option (every installed benchmark); `all` leaves out the models prefray serves
+    # itself (test_sweep_cli)
     models = expand(["model=glob(*)", "judge=fake"], CONF, multirun=True)
     judges = expand(["model=fake", "judge=glob(*)"], CONF, multirun=True)
     configs = compose_configs(pairs + models + judges, CONF)
@@ -41,7 +42,8 @@ def test_every_option_composes_into_a_job():
         assert cfg["benchmark"]["impl"]
 
 
-@pytest.mark.parametrize("name", group_options(CONF, "benchmark"))   # not `benchmark`: pytest-benchmark's fixture
+# the built-in suite (a plugin may name no paper judge); not `benchmark`: pytest-benchmark's fixture
+@pytest.mark.parametrize("name", all_options(CONF, "benchmark"))
 def test_benchmark_names_an_evaluated_paper_judge(name):
     from prefray.engine.config.sweep import all_options, paper_judge
 

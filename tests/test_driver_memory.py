@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from prefray.engine.benchmark import Job, Stage, StageContext
+from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
 from prefray.engine.flow.dryrun import DryRunner, SimulatedGateways
 from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, RunSettings, StageFlow, inflight_shards
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit
@@ -37,7 +37,7 @@ class CountingDispatcher:
 
 
 @dataclass
-class LazyBenchmark:
+class LazyBenchmark(Benchmark):
     """One stage of 200 units, yielded one by one; it notes how many were taken before each send."""
 
     name: str = "lazy"

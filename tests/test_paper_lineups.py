@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from prefray.app.compose import conf_dir
 from prefray.engine.calls.output_budget import final_request
+from prefray.engine.config import catalog
 from prefray.engine.config.sweep import expand, paper_models
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.test_plan_cli import cli
@@ -57,7 +58,7 @@ def spec(option: str) -> ModelSpec:
 
 def sent(option: str, benchmark: str, *stage: str) -> dict:
     """The params a request of this stage carries to this model (the runner's one rule)."""
-    config = OmegaConf.load(CONF / "benchmark" / f"{benchmark}.yaml")
+    config = OmegaConf.create(catalog.benchmark_config(benchmark))
     params = OmegaConf.to_container(OmegaConf.select(config, ".".join(stage)))
     return final_request(spec(option), ChatRequest(messages=(), params=params)).params
 

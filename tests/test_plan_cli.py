@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from prefray.app.compose import compose_judge, conf_dir
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.calls.pricing import max_output_tokens
+from prefray.engine.config import catalog
 from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import command_here
@@ -80,12 +81,12 @@ def test_whole_suite_plan_names_and_prices_the_paper_judges(suite_plan):
 
 def test_plan_shows_the_output_budget_sent_and_the_lane_bounds(suite_plan):
     done, rows = suite_plan
-    generation = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "benchpres.yaml").generation)
+    generation = catalog.benchmark_config("benchpres")["generation"]
     for option in ("gpt-5.2", "gpt-5.2-reasoning", "qwen3-235b-a22b-thinking"):
         row = next(r for r in rows if (r["benchmark"], r["model"], r["stage"]) == ("benchpres", option, "generate"))
         assert int(row["output_budget"]) == budget(model_spec(option), generation)
     judge = ModelSpec.from_config(compose_judge(["judge=gpt-5.1"], CONF))
-    irp = OmegaConf.to_container(OmegaConf.load(CONF / "benchmark" / "prisk_irp.yaml").judge_params)
+    irp = catalog.benchmark_config("prisk_irp")["judge_params"]
     scored = {int(r["output_budget"]) for r in rows if r["benchmark"] == "prisk_irp" and r["role"] == "judge"}
     assert scored == {budget(judge, irp)} == {512}  # PRISK's judge: max_tokens=512
     # each lane's bound: its calls / rpm or input tokens / tpm, over every row on it; the sweep's is the largest

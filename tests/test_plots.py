@@ -7,7 +7,7 @@ import re
 import pyarrow as pa
 import pytest
 
-from prefray.engine.benchmark import metric_rows
+from prefray.engine.benchmark import Benchmark, metric_rows
 from prefray.engine.results.plots import figure_groups
 
 
@@ -88,7 +88,7 @@ def test_bars_show_n_intervals_no_data_and_incomplete_cells_in_png_and_svg(tmp_p
     assert len(re.findall(r"fill: url\(#h[0-9a-f]+\)", svg)) == 1
 
 
-class _Bench:
+class _Bench(Benchmark):
     figures = [ScatterSpec(x="AAR", y="MR")]
 
 
@@ -102,7 +102,7 @@ def test_scatter_pairs_one_point_per_model_and_condition_with_whiskers(tmp_path)
             rows.append({"benchmark": "b", "model": model, "condition": condition, "metric": "AAR", "value": aar,
                          "n": 6})
     table = _metrics(rows)
-    specs = figure_specs({"b": _Bench(), "other": object()})
+    specs = figure_specs({"b": _Bench(), "other": Benchmark()})
     assert specs == {"b": [ScatterSpec("AAR", "MR")], "other": []}
     points = scatter_points(table, "b", specs["b"][0])
     assert [(p["model"], p["condition"], p["usable"]) for p in points] == [

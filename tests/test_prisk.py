@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from omegaconf import OmegaConf
 
 from prefray.benchmarks.prisk.data import SAMPLE_DIR, Conversation, Profile, Turn, load_instances
 from prefray.benchmarks.prisk.irp import irp_judge_prompt
@@ -42,6 +41,7 @@ from prefray.benchmarks.prisk.scoring import (
 )
 from prefray.benchmarks.prisk.sycophancy import REFERENCE_SEED, attribution_prompt, syc_prompt
 from prefray.engine.benchmark import DataError, Job, ParseError
+from prefray.engine.config import catalog
 from prefray.engine.types import ModelSpec
 from prefray.fakellm.answers import answer_json, answer_key, answer_text, boolean_at
 
@@ -193,11 +193,10 @@ def test_user_files_are_validated(tmp_path, file, line, old, new, field):
 # ---------------------------------------------------------------- end to end
 
 LIMIT = 2
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def condition(name: str) -> Condition:
-    return Condition.from_settings(name, OmegaConf.to_container(OmegaConf.load(CONF / "condition" / f"{name}.yaml")))
+    return Condition.from_settings(name, catalog.condition_config("prisk_irp", name))
 
 
 def read_metrics(run_dir: Path) -> dict[tuple[str, str, str], float]:

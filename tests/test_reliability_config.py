@@ -124,11 +124,11 @@ def test_every_shipped_option_is_valid(group):
 
 
 def test_every_benchmark_and_condition_is_valid():
-    from prefray.engine.config.sweep import benchmark_conditions
+    from prefray.engine.config.sweep import benchmark_conditions, group_options
 
     overrides = []
-    for bench in sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml")):
-        overrides += [[f"benchmark={bench}", f"condition={c}"] for c in benchmark_conditions(CONF, bench)[0]]
+    for bench in group_options(CONF, "benchmark"):
+        overrides += [[f"benchmark={bench}", f"condition={bench}/{c}"] for c in benchmark_conditions(CONF, bench)[0]]
     for cfg in compose_overrides(overrides, CONF):
         assert config_problems(cfg, CONF) == []
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, metric_rows
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark, metric_rows
 from prefray.engine.results.stats import (
     BootstrapSettings,
     Comparison,
@@ -110,7 +110,7 @@ def test_pairing_narrows_the_interval_when_clusters_differ_a_lot():
     assert shared_clusters_only.estimate == 1.0 and shared_clusters_only.clusters == 2
 
 
-class _FakeBenchmark:
+class _FakeBenchmark(Benchmark):
     name = "b"
 
     def unit_scores(self, rows: pa.Table, settings: dict) -> pa.Table:
@@ -131,7 +131,7 @@ def test_with_intervals_adds_bounds_only_where_unit_scores_exist():
                             "value": 1.0, "n": 12},
                            {"benchmark": "other", "model": "m", "condition": "c", "judge": "j", "metric": "MR",
                             "value": 1.0, "n": 1}])
-    out = with_intervals(metrics, rows, {"b": _FakeBenchmark(), "other": object()}, {})
+    out = with_intervals(metrics, rows, {"b": _FakeBenchmark(), "other": Benchmark()}, {})
     by_metric = {(r["benchmark"], r["metric"]): r for r in out.to_pylist()}
     expected = mean_intervals(_FakeBenchmark().unit_scores(rows.slice(0, 12), {})).to_pylist()[0]
     assert by_metric[("b", "MR")]["ci_low"] == expected["ci_low"] < 8 / 12 < by_metric[("b", "MR")]["ci_high"]
@@ -140,7 +140,7 @@ def test_with_intervals_adds_bounds_only_where_unit_scores_exist():
     assert out.num_rows == 3 and out.column_names[-2:] == ["ci_low", "ci_high"]
 
 
-class _Declaring:
+class _Declaring(Benchmark):
     comparisons = [Comparison("condition", "on", "off")]
 
 

@@ -6,22 +6,27 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import conf_dir
-from prefray.engine.config.sweep import SweepError, expand, group_options
+from prefray.engine.config.sweep import SweepError, all_options, expand, group_options, paper_judge
+from prefray.engine.config.sweep import benchmark_conditions as conditions
 from tests.conftest import launch, refused_here
 
 CONF = conf_dir()
 KEYED_ENVS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
 DOUBLES = {"fake", "fake-anthropic", "local"}
-# The judge each paper used (BenchPreS §4.1, CUPID App. A, PRISK judge model).
-PAPER_JUDGES = {"benchpres": "deepseek-r1", "cupid": "gpt-4o", "prisk_irp": "gpt-5.1", "prisk_narrowing": "gpt-5.1",
-                "prisk_sycophancy": "gpt-5.1"}
+# The judge each paper used (BenchPreS §4.1, CUPID App. A, PRISK judge model); the suite's list of
+# benchmarks is read from what is installed (benchmark=all), never written here.
+PAPERS_SAY = {"benchpres": "deepseek-r1", "cupid": "gpt-4o", "prisk_irp": "gpt-5.1", "prisk_narrowing": "gpt-5.1",
+              "prisk_sycophancy": "gpt-5.1"}
+PAPER_JUDGES = {b: paper_judge(CONF, b) for b in all_options(CONF, "benchmark")}
 
 
 def benchmark_conditions() -> dict[str, list[str]]:
-    from omegaconf import OmegaConf
+    """The suite's benchmarks (benchmark=all) and the conditions each defines."""
+    return {b: conditions(CONF, b)[0] for b in all_options(CONF, "benchmark")}
 
-    return {b: list(OmegaConf.load(CONF / "benchmark" / f"{b}.yaml").conditions)
-            for b in group_options(CONF, "benchmark")}
+
+def test_the_paper_judges_are_the_papers():
+    assert {b: PAPER_JUDGES.get(b) for b in PAPERS_SAY} == PAPERS_SAY
 
 
 def evaluated_models() -> list[str]:

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.benchmark import Benchmark, Job, load_benchmark
+from prefray.engine.benchmark import Benchmark, Job
+from prefray.engine.config import catalog
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.config.sweep import JobChoice, SweepError, expand
 from prefray.engine.types import ModelSpec
@@ -88,6 +89,7 @@ def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[
     from omegaconf.errors import OmegaConfBaseException
 
     configs = []
+    catalog.register()  # the installed benchmarks and their conditions become Hydra options
     with initialize_config_dir(str(conf), version_base="1.3"):
         for overrides in override_lists:
             try:
@@ -186,10 +188,12 @@ def validate(configs: list[dict[str, Any]], conf: Path) -> None:
 def load_benchmarks(configs: list[dict[str, Any]]) -> dict[str, Benchmark]:
     benchmarks: dict[str, Benchmark] = {}
     for cfg in configs:
-        name, impl = cfg["benchmark"]["name"], cfg["benchmark"].get("impl", "")
+        name = cfg["benchmark"]["name"]
         if name not in benchmarks:
             try:
-                benchmarks[name] = load_benchmark(impl)
-            except (ImportError, AttributeError, ValueError) as exc:
-                raise SweepError(f"benchmark={name}: cannot load impl '{impl}': {exc}") from None
+                benchmarks[name] = catalog.load(name)
+            except catalog.UnknownBenchmark as exc:
+                raise SweepError(str(exc)) from None
+            except (ImportError, AttributeError) as exc:
+                raise SweepError(f"benchmark={name}: cannot load '{catalog.find(name).impl}': {exc}") from None
     return benchmarks

@@ -1,16 +1,17 @@
 """The shape every benchmark plugs into. The engine calls these; it never names a benchmark.
 
-A benchmark is found through its config: `conf/benchmark/<name>.yaml` carries
-`impl: package.module:ATTRIBUTE`, and that attribute is an object with this shape.
+A benchmark is an object of a `Benchmark` subclass, registered under the `prefray.benchmarks`
+entry point group (`NAME = "package.module:ATTRIBUTE"`); its config `NAME.yaml` and its
+`conditions/` sit next to the module (engine/config/catalog.py). `prefray.sdk` re-exports what a
+benchmark author needs, and `prefray.sdk.RubricBenchmark` is the common shape in a few lines.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 
@@ -94,46 +95,47 @@ class Stage:
     read: Callable[[WorkUnit, str], Any] | None = None
 
 
-class Benchmark(Protocol):
-    name: str
+class Benchmark:
+    """Base class of every benchmark: every hook the engine may call, with its default.
+
+    A subclass gives `name`, `load`, `stages` and `metrics`; the rest is optional."""
+
+    name: str = ""
+    # Paired differences with bootstrap intervals (deltas.csv), e.g. Comparison("condition", "a", "b")
+    # (prefray.engine.results.stats.Comparison); every pair of judges is compared as well.
+    comparisons: Sequence[Any] = ()
+    # Figures drawn beside the default ones (prefray.engine.results.plots: ScatterSpec, MetricsSpec, ...).
+    figures: Sequence[Any] = ()
+    # The order of conditions in figures (the others follow, sorted).
+    condition_order: Sequence[str] = ()
 
     def load(self, job: Job) -> Sequence[Any]:
-        """Read and validate the job's dataset (first `job.limit` instances); raise DataError."""
+        """Read and validate the job's dataset (first `job.limit` instances); raise DataError.
+        Each instance has an `instance_id`."""
+        raise NotImplementedError(f"{type(self).__name__}.load")
 
     def stages(self, job: Job) -> list[Stage]:
         """The job's stages, in the order they run."""
+        raise NotImplementedError(f"{type(self).__name__}.stages")
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
-        """Long-format metrics (METRIC_SCHEMA) from every stored row of this benchmark."""
-
-
-class ScoresUnits(Protocol):
-    """Optional hook: a benchmark that has it gets 95% cluster-bootstrap intervals (`ci_low`,
-    `ci_high` in metrics.*) on every metric that its per-unit scores average to."""
+        """Long-format metrics (METRIC_SCHEMA) from the best attempt of every stored row of this
+        benchmark (`metric_rows` builds the table from dicts)."""
+        raise NotImplementedError(f"{type(self).__name__}.metrics")
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """One row per scored unit (UNIT_SCORE_SCHEMA) from the best attempt of every stored row:
         `value` is the unit's score whose mean over a cell is the metric's value, `cluster` the
         benchmark's independent unit (e.g. a profile or a persona). A unit without a score (excluded)
-        has no row."""
-
-
-def unit_scores_hook(benchmark: Any) -> Callable[[pa.Table, dict[str, Any]], pa.Table] | None:
-    return getattr(benchmark, "unit_scores", None)
-
-
-class ReadsText(Protocol):
-    """Optional hook: the stored rows whose `text` (the answer itself) the benchmark's metrics read.
-    Aggregation reads every row without `text`, then the text of just these rows; the others get a
-    null `text`. A benchmark without the hook gets the text of all its rows."""
+        has no row. The metrics it covers get 95% cluster-bootstrap intervals (`ci_low`, `ci_high`)
+        and the `comparisons`. Default: none (no intervals)."""
+        return UNIT_SCORE_SCHEMA.empty_table()
 
     def text_needed(self, rows: pa.Table) -> pa.Array:
-        """A boolean per row of `rows` (this benchmark's best attempts, `text` not read): True
-        where the metrics read the row's text."""
-
-
-def text_needed_hook(benchmark: Any) -> Callable[[pa.Table], pa.Array] | None:
-    return getattr(benchmark, "text_needed", None)
+        """A boolean per row of `rows` (this benchmark's best attempts, `text` not read): True where
+        the metrics read the row's text (the answer itself). Aggregation reads the text of just these
+        rows; the others get a null `text`. Default: every row."""
+        return pa.array([True] * rows.num_rows, pa.bool_())
 
 
 UNIT_SCORE_SCHEMA = pa.schema([
@@ -162,13 +164,6 @@ def metric_rows(rows: list[dict[str, Any]]) -> pa.Table:
     """Build a metrics table; missing `judge`/`excluded` default to "" and 0."""
     filled = [{"judge": "", "excluded": 0, **row} for row in rows]
     return pa.Table.from_pylist(filled, schema=METRIC_SCHEMA)
-
-
-def load_benchmark(impl: str) -> Benchmark:
-    """Import `package.module:ATTRIBUTE` named by a benchmark config."""
-    module_name, _, attribute = impl.partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, attribute or "BENCHMARK")
 
 
 def parsed(row: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ The cause table of the docs' config reference is generated from these sets (`pyt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import pyarrow as pa
@@ -56,6 +57,20 @@ def failure_classes(rows: pa.Table) -> pa.Array:
     return pc.case_when(
         pc.make_struct(ok, pc.and_(subject, model_cause), pc.and_(pc.invert(subject), judge_cause)),
         "answered", "model_failure", "judge_failure", "no_answer")
+
+
+def class_counts(rows: pa.Table, keys: Sequence[str]) -> dict[tuple, dict[FailureClass, int]]:
+    """Stored rows per failure class for each distinct value of `keys` (every class listed, 0 when
+    none); a row without a role counts as the evaluated model's, one without a cause as causeless."""
+    classes = failure_classes(pa.table({"status": pc.fill_null(rows["status"], ""),
+                                        "role": pc.fill_null(rows["role"], "subject"),
+                                        "cause": pc.fill_null(rows["cause"], "")}))
+    grouped = rows.select(list(keys)).append_column("class", classes).group_by([*keys, "class"]).aggregate(
+        [("class", "count")])
+    out: dict[tuple, dict[FailureClass, int]] = {}
+    for r in grouped.to_pylist():
+        out.setdefault(tuple(r[k] for k in keys), dict.fromkeys(FAILURE_CLASSES, 0))[r["class"]] = r["class_count"]
+    return out
 
 
 def is_model_failure(row: dict) -> bool:

@@ -33,7 +33,7 @@ from prefray.benchmarks.benchpres.tables import (
 )
 from prefray.benchmarks.benchpres.templates import fill, template_problems
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
-from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows
+from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.plots import CellsSpec, ScatterSpec
 from prefray.engine.results.stats import Comparison
@@ -77,7 +77,7 @@ def reasoning_figures() -> list[CellsSpec]:
     return figures
 
 
-class BenchPreS:
+class BenchPreS(Benchmark):
     name = "benchpres"
     # The paper's main figure (Figure 1): AAR against MR per model × condition, the ideal point at
     # MR 0, AAR 1, and the y = x line where a model applies preferences regardless of context.

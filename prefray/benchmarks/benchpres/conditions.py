@@ -1,6 +1,6 @@
 """BenchPreS conditions: how a job's condition settings change an instance's prompt.
 
-Condition settings (conf/condition/<name>.yaml):
+Condition settings (conditions/<name>.yaml in this package):
   memory: full | without_preferences   — without_preferences removes exactly the lines of the
                                           memory block that are preference statements
   instruction: null | <name>           — appends prompts/<name>.txt after the task (defense); read

@@ -46,7 +46,7 @@ from prefray.benchmarks.cupid.scoring import (
     parse_score,
 )
 from prefray.benchmarks.cupid.units import cupid_unit_scores
-from prefray.engine.benchmark import DataError, Job, Stage, StageContext, metric_rows, parsed
+from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
 from prefray.engine.results.plots import MetricsSpec
 from prefray.engine.results.stats import Comparison
@@ -76,7 +76,7 @@ def parse_summary(text: str) -> dict[str, str]:
 
 
 # -- the benchmark ---------------------------------------------------------------------------
-class Cupid:
+class Cupid(Benchmark):
     name = "cupid"
     # Paired differences on the same personas: what the oracle sessions and the summary change.
     comparisons = [Comparison("condition", "oracle", "full"), Comparison("condition", "summary", "full"),

@@ -18,14 +18,14 @@ from prefray.benchmarks.prisk.metrics import (
     without_units,
 )
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, DataError, Job, Stage, metric_rows
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark, DataError, Job, Stage, metric_rows
 from prefray.engine.prompts import check_prompt_overrides
 from prefray.engine.results.stats import Comparison
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 
 
-class PriskBenchmark:
+class PriskBenchmark(Benchmark):
     """One PRISK sub-benchmark; subclasses set `kind` and add item meta, scoring stages, metrics."""
 
     kind = ""
@@ -66,7 +66,7 @@ class PriskBenchmark:
         recs = records(rows)
         values = without_units(self.values(recs, settings)) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
-        values += failure_metrics(recs)
+        values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:

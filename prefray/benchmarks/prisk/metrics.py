@@ -18,7 +18,7 @@ import pyarrow as pa
 from scipy.stats import fisher_exact
 
 from prefray.benchmarks.prisk.scoring import normalise_score
-from prefray.engine.failures import failure_class
+from prefray.engine.failures import class_counts
 
 SUBJECT_STAGES = ("reflect", "generate")
 
@@ -140,19 +140,13 @@ def judges_of(recs: list[dict[str, Any]], model: str, condition: str, stage: str
                    and r["stage"] == stage})
 
 
-def failure_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows by failure class (prefray.engine.failures) per model, condition and judge: `failures_model`
-    (the evaluated model's rows, judge ""; scored as the model's answer), `failures_judge` (a judge's
-    rows; excluded) and `failures_no_answer` (both; excluded); n = stored rows of that model,
-    condition and judge."""
-    counts: dict[tuple[str, str, str], dict[str, int]] = {}
-    for r in recs:
-        key = (r["model"], r["condition"], r["judge"])
-        kind = failure_class(r.get("role") or "subject", r["status"], r.get("cause") or "")
-        bucket = counts.setdefault(key, {"answered": 0, "no_answer": 0, "model_failure": 0, "judge_failure": 0})
-        bucket[kind] += 1
+def failure_metrics(rows: pa.Table) -> list[dict[str, Any]]:
+    """Rows by failure class (the engine's failure policy, prefray.engine.failures) per model,
+    condition and judge: `failures_model` (the evaluated model's rows, judge ""; scored as the
+    model's answer), `failures_judge` (a judge's rows; excluded) and `failures_no_answer` (both;
+    excluded); n = stored rows of that model, condition and judge."""
     out = []
-    for (model, condition, judge), c in sorted(counts.items()):
+    for (model, condition, judge), c in sorted(class_counts(rows, ("model", "condition", "judge")).items()):
         n = sum(c.values())
         first = ("failures_model", "model_failure") if judge == "" else ("failures_judge", "judge_failure")
         for name, kind in (first, ("failures_no_answer", "no_answer")):

@@ -1,6 +1,6 @@
 """The stages every PRISK sub-benchmark shares: route → (reflect) → generate.
 
-Conditions (conf/condition/*.yaml) switch four things: `profile` (render the 10-attribute profile),
+Conditions (conditions/*.yaml in this package) switch four things: `profile` (render the 10-attribute profile),
 `retrieval` (add BM25 passages from the user's memory, after a routing call that may say no),
 `routing_query` (`query` or `profile_query`: what the router and the retriever see) and
 `reflection` (the model first writes notes on whether the profile and memories matter for this

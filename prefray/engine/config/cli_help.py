@@ -50,9 +50,13 @@ def groups(conf: Path) -> list[str]:
     defaults = default_options(conf)
     benchmarks = group_options(conf, "benchmark")
     lines = ["config groups (group=option; with -m: group=a,b, group=glob(pattern), group=all):"]
-    lines += _wrap(f"benchmark: {', '.join(benchmarks)} (default: {defaults.get('benchmark')})")
+    suite = all_options(conf, "benchmark")
+    plugins = [b for b in benchmarks if b not in suite]
+    lines += _wrap(f"benchmark: {', '.join(suite)} (benchmark=all)"
+                   + (f"; installed plugins, by name or benchmark='glob(*)': {', '.join(plugins)}" if plugins else "")
+                   + f" (default: {defaults.get('benchmark')})")
     lines += _wrap(f"condition: per benchmark (* = its default) — {_conditions(conf, benchmarks)}. "
-                   "condition=all without benchmark= is every benchmark with each of its conditions.")
+                   "condition=all without benchmark= is every benchmark of benchmark=all with each of its conditions.")
     in_all = all_options(conf, "model")
     lineup = [o for o in group_options(conf, "model") if o not in in_all and not served_by_prefray(conf, "model", o)]
     lines += _wrap(f"model: {', '.join(in_all)} (model=all); {_served_note(conf, 'model')} "
@@ -60,7 +64,7 @@ def groups(conf: Path) -> list[str]:
     if lineup:
         lines += _wrap("  kept for the papers' lineups, not in model=all (model=paper, or by name): "
                        + ", ".join(lineup))
-    judges = ", ".join(f"{b} {paper_judge(conf, b)}" for b in benchmarks)
+    judges = ", ".join(f"{b} {paper_judge(conf, b)}" for b in benchmarks if paper_judge(conf, b))
     lines += _wrap(f"judge: {', '.join(all_options(conf, 'judge'))} (judge=all); {_served_note(conf, 'judge')} "
                    f"(default: each benchmark's paper judge — {judges}; a model prefray serves itself is "
                    "judged by the judge option of the same name)")

@@ -7,10 +7,13 @@ all): for `model` and `judge`, options that prefray serves itself (`serve: fakel
 `model=paper` stands, per benchmark, for the models its paper evaluated with the paper's settings
 (`paper_models` in the benchmark's config); it may be mixed with named models (`model=paper,fake`).
 
-Conditions belong to benchmarks: `condition=all` means every condition each selected benchmark
-defines, and with no `benchmark=` it selects every benchmark that defines one of the chosen
-conditions (so `condition=all` alone is every benchmark × each of its conditions). An explicit
-condition that no selected benchmark defines is an error; one that only some define applies to those.
+Benchmarks are the installed ones (`catalog.py`: the `prefray.benchmarks` entry point group);
+`benchmark=all` is prefray's own suite, `benchmark='glob(*)'` every installed benchmark.
+Conditions belong to benchmarks (each defines its own, in its package): `condition=all` means every
+condition each selected benchmark defines, and with no `benchmark=` it selects every benchmark that
+defines one of the chosen conditions (so `condition=all` alone is the suite × each of its
+conditions). An explicit condition that no selected benchmark defines is an error; one that only
+some define applies to those. The Hydra option of condition C of benchmark B is `B/C`.
 
 Without `judge=`, a job is judged by its benchmark's `paper_judge`, except that a model prefray
 serves itself is judged by the judge option of the same name (offline runs stay offline).
@@ -22,12 +25,13 @@ import itertools
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override, ValueType
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
+
+from prefray.engine.config import catalog
 
 GROUPS = ("benchmark", "model", "condition", "judge")
 # Groups whose `all` leaves out the options prefray serves itself.
@@ -49,12 +53,17 @@ class JobChoice:
 
     def as_overrides(self) -> list[str]:
         groups = [f"benchmark={self.benchmark}", f"model={self.model}",
-                  f"condition={self.condition}", f"judge={self.judge}"]
+                  f"condition={self.benchmark}/{self.condition}", f"judge={self.judge}"]
         return groups + list(self.overrides)
 
 
 def group_options(conf_dir: Path, group: str) -> list[str]:
-    """Every option of a config group (the files of `conf/<group>/`)."""
+    """Every option of a config group (the files of `conf/<group>/`; the installed benchmarks and
+    every condition any of them defines)."""
+    if group == "benchmark":
+        return catalog.names()
+    if group == "condition":
+        return sorted({c for b in catalog.names() for c in catalog.conditions(b)[0]})
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml") if p.stem != "all")
 
 
@@ -83,6 +92,8 @@ def _served(conf_dir: str, group: str, option: str) -> str | None:
 def all_options(conf_dir: Path, group: str) -> list[str]:
     """What `group=all` stands for: every option, less those prefray serves itself (model, judge)
     and, for `model`, those kept for a paper's lineup only (`in_all: false`; `model=paper` has them)."""
+    if group == "benchmark":
+        return catalog.names(builtin_only=True)
     options = group_options(conf_dir, group)
     if group in EVALUATED_GROUPS:
         options = [o for o in options if served_by_prefray(conf_dir, group, o) is None]
@@ -96,36 +107,23 @@ def _in_all(conf_dir: str, option: str) -> bool:
     return bool(_load(Path(conf_dir) / "model" / f"{option}.yaml").get("in_all", True))
 
 
-def _benchmark_yaml(conf_dir: Path, benchmark: str) -> Any:
-    path = conf_dir / "benchmark" / f"{benchmark}.yaml"
-    return _yaml_at((str(path), path.stat().st_mtime_ns))
-
-
-@cache
-def _yaml_at(version: tuple[str, int]) -> Any:
-    """A config file (path, modification time), read once per version (a sweep asks for each
-    benchmark's once per job)."""
-    return OmegaConf.load(version[0])
-
-
 def benchmark_conditions(conf_dir: Path, benchmark: str) -> tuple[list[str], str]:
-    cfg = _benchmark_yaml(conf_dir, benchmark)
-    conditions = list(cfg.get("conditions") or [])
-    return conditions, str(cfg.get("default_condition") or (conditions[0] if conditions else ""))
+    """The conditions `benchmark` defines and its default one (`conf_dir` is not read)."""
+    return catalog.conditions(benchmark)
 
 
 def paper_judge(conf_dir: Path, benchmark: str) -> str | None:
     """The judge option a benchmark's paper used (`paper_judge` in its config), if it names one."""
-    value = _benchmark_yaml(conf_dir, benchmark).get("paper_judge")
+    value = catalog.benchmark_config(benchmark).get("paper_judge")
     return None if value is None else str(value)
 
 
 def paper_models(conf_dir: Path, benchmark: str) -> list[str]:
     """The model options of a benchmark's paper lineup (`paper_models` in its config)."""
-    value = _benchmark_yaml(conf_dir, benchmark).get("paper_models")
+    value = catalog.benchmark_config(benchmark).get("paper_models")
     if not value:
         raise SweepError(f"model=paper: benchmark={benchmark} names no paper lineup (paper_models in "
-                         f"conf/benchmark/{benchmark}.yaml); name its models with model=NAME")
+                         f"{catalog.find(benchmark).config_file}); name its models with model=NAME")
     models = [str(m) for m in value]
     _check_options("model", models, group_options(conf_dir, "model"))
     return models
@@ -171,6 +169,8 @@ def _values(override: Override, options: list[str] | None, every: list[str] | No
 
 def _check_options(group: str, values: list[str], options: list[str]) -> None:
     unknown = [v for v in values if v not in options]
+    if unknown and group == "benchmark":
+        raise SweepError(f"unknown benchmark {', '.join(map(repr, unknown))}; installed: {', '.join(options)}")
     if unknown:
         raise SweepError(f"unknown {group} option(s) {unknown}; available: {', '.join(options)}")
 
@@ -215,7 +215,8 @@ def expand(overrides: list[str], conf_dir: Path, multirun: bool) -> list[JobChoi
     selection = _parse(overrides, conf_dir, multirun)
     if "condition" in selection.explicit and "benchmark" not in selection.explicit:
         wanted = set(selection.chosen["condition"])
-        selection.chosen["benchmark"] = [b for b in group_options(conf_dir, "benchmark")
+        among = (all_options if selection.wildcard_condition else group_options)(conf_dir, "benchmark")
+        selection.chosen["benchmark"] = [b for b in among
                                          if wanted & set(benchmark_conditions(conf_dir, b)[0])]
     jobs = _pair(conf_dir, selection)
     if len(jobs) > 1 and not multirun:

@@ -50,13 +50,19 @@ def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
         yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
 
 
-def option_rows(conf: Path, group: str) -> Iterator[tuple[str, str, str, str]]:
-    """Keys of every option file of a group, merged across options (defaults listed per option)."""
+def option_rows(group: str) -> Iterator[tuple[str, str, str, str]]:
+    """Keys of every option of a group, merged across options (defaults listed per option): the
+    built-in benchmarks' configs, or their conditions (a plugin documents its own keys)."""
+    from prefray.engine.config import catalog
+
     merged: dict[str, tuple[str, dict[str, str]]] = {}
-    for path in sorted((conf / group).glob("*.yaml")):
-        for key, allowed, default in _walk(group, option_reference(conf, group, path.stem)):
+    builtin = catalog.names(builtin_only=True)
+    options = sorted({(b if group == "benchmark" else c, b) for b in builtin
+                      for c in ([b] if group == "benchmark" else catalog.conditions(b)[0])})
+    for option, benchmark in options:
+        for key, allowed, default in _walk(group, option_reference(group, benchmark, option)):
             entry = merged.setdefault(key, (allowed, {}))
-            entry[1][path.stem] = default
+            entry[1].setdefault(option, default)
     for key, (allowed, defaults) in merged.items():
         values = set(defaults.values())
         if len(values) == 1:
@@ -93,7 +99,7 @@ def _cell(text: str) -> str:
 
 def key_table(conf: Path) -> str:
     lines = ["| key | allowed | default | meaning |", "|---|---|---|---|"]
-    rows = [*fixed_rows(), *option_rows(conf, "benchmark"), *option_rows(conf, "condition")]
+    rows = [*fixed_rows(), *option_rows("benchmark"), *option_rows("condition")]
     for key, allowed, default, doc in rows:
         lines.append(f"| `{key}` | {_cell(allowed)} | {_cell(default)} | {_cell(doc)} |")
     return "\n".join(lines)

@@ -7,7 +7,6 @@ are checked by `paths.path_problems`, which leaves nothing behind).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -136,20 +135,17 @@ def check_roles(prefix: str, values: Any, reference: dict, out: list[str]) -> No
             check_value(f"{prefix}.{role}", option, ROLE_OPTION, out)
 
 
-@lru_cache(maxsize=64)
-def _option_file(conf: str, group: str, name: str) -> dict:
-    from omegaconf import OmegaConf
+def option_reference(group: str, benchmark: Any, condition: Any = None) -> dict:
+    """The option file a benchmark or condition section is checked against ({} when there is none):
+    the installed benchmark's config, or one of its conditions (engine/config/catalog.py)."""
+    from prefray.engine.config import catalog
 
-    path = Path(conf) / group / f"{name}.yaml"
-    if not path.exists():
+    try:
+        if group == "benchmark":
+            return catalog.benchmark_config(str(benchmark))
+        return catalog.condition_config(str(benchmark), str(condition))
+    except catalog.UnknownBenchmark:
         return {}
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
-    data.pop("defaults", None)
-    return data
-
-
-def option_reference(conf: Path, group: str, name: Any) -> dict:
-    return _option_file(str(conf), group, str(name))
 
 
 def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
@@ -164,10 +160,15 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
         if section == "judge" and cfg.get(section) is None:
             continue  # no judge named: each benchmark is judged by its paper's judge (config.yaml)
         check_dataclass(section, cfg.get(section), cls, out)
+    names = {group: (v.get("name") if isinstance(v := cfg.get(group), dict) else None) for group in OPTION_SECTIONS}
+    from prefray.engine.config import catalog
+
+    try:
+        catalog.find(str(names["benchmark"]))
+    except catalog.UnknownBenchmark as exc:
+        return [*out, str(exc)]  # its keys cannot be checked against a config that is not installed
     for group in OPTION_SECTIONS:
-        values = cfg.get(group)
-        name = values.get("name") if isinstance(values, dict) else None
-        check_option(group, values, option_reference(conf, group, name), out)
+        check_option(group, cfg.get(group), option_reference(group, names["benchmark"], names["condition"]), out)
     return out
 
 

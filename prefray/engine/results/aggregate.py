@@ -13,7 +13,7 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark, text_needed_hook
+from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
@@ -186,19 +186,15 @@ TEXT_KEYS = ["unit_id", "attempt", "status"]
 
 def text_needed(best: pa.Table, benchmarks: dict[str, Benchmark]) -> pa.Array:
     """True for each row of `best` whose text a metric reads: the rows a benchmark's `text_needed`
-    hook names, every row of a benchmark without the hook, no row of a benchmark not aggregated."""
+    names (by default every row), no row of a benchmark not aggregated."""
     needed = np.zeros(best.num_rows, dtype=bool)
     names = best["benchmark"]
     for name in pc.unique(names).drop_null().to_pylist():
         if name not in benchmarks:
             continue
         mine = pc.fill_null(pc.equal(names, name), False)
-        hook = text_needed_hook(benchmarks[name])
-        if hook is None:
-            needed |= mine.to_numpy(zero_copy_only=False)
-            continue
         positions = pc.indices_nonzero(mine)
-        flags = pc.fill_null(hook(best.take(positions)), False).to_numpy(zero_copy_only=False)
+        flags = pc.fill_null(benchmarks[name].text_needed(best.take(positions)), False).to_numpy(zero_copy_only=False)
         needed[positions.to_numpy()[flags]] = True
     return pa.array(needed)
 

@@ -89,13 +89,13 @@ def as_percent(row: dict) -> dict:
 
 
 def figure_specs(benchmarks: dict[str, Any]) -> dict[str, list[Any]]:
-    """The figures each benchmark declares (its optional `figures` attribute)."""
-    return {name: list(getattr(b, "figures", ()) or ()) for name, b in benchmarks.items()}
+    """The figures each benchmark declares (`Benchmark.figures`)."""
+    return {name: list(b.figures) for name, b in benchmarks.items()}
 
 
 def condition_orders(benchmarks: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Each benchmark's declared order of conditions in its figures (its optional `condition_order`)."""
-    return {name: tuple(getattr(b, "condition_order", ()) or ()) for name, b in benchmarks.items()}
+    """Each benchmark's declared order of conditions in its figures (`Benchmark.condition_order`)."""
+    return {name: tuple(b.condition_order) for name, b in benchmarks.items()}
 
 
 def ranked(values: Any, order: Sequence[str] = ()) -> list:

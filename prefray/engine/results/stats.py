@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, unit_scores_hook
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 from prefray.engine.memo import per_table
 from prefray.engine.rundir import RunDir
 
@@ -246,9 +246,10 @@ def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, 
 
     tables = [UNIT_SCORE_SCHEMA.empty_table()]
     for name, part in rows_by_benchmark(rows).items():
-        hook = unit_scores_hook(benchmarks.get(name))
-        if hook is not None:
-            tables.append(hook(part, settings.get(name, {})).select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
+        benchmark = benchmarks.get(name)
+        if benchmark is not None:
+            scores = benchmark.unit_scores(part, settings.get(name, {}))
+            tables.append(scores.select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
     return pa.concat_tables(tables)
 
 
@@ -269,9 +270,9 @@ def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any]
 
 
 def comparisons_of(benchmark: Any, scores: pa.Table) -> list[Comparison]:
-    """A benchmark's declared comparisons (its optional `comparisons` attribute) and every pair of
-    judges that scored it (judge A − judge B on the units both scored)."""
-    declared = list(getattr(benchmark, "comparisons", ()) or ())
+    """A benchmark's declared comparisons (`Benchmark.comparisons`) and every pair of judges that
+    scored it (judge A − judge B on the units both scored)."""
+    declared = list(benchmark.comparisons) if benchmark is not None else []
     judges = sorted(set(scores["judge"].to_pylist()))
     return declared + [Comparison("judge", a, b) for i, a in enumerate(judges) for b in judges[i + 1:]]
 

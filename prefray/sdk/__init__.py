@@ -1,0 +1,33 @@
+"""What a benchmark author needs, in one import: `from prefray.sdk import ...`.
+
+- `RubricBenchmark` (+ `read_items`, `Item`, `user`, `assistant`): the common shape — answer, judge
+  each answer on a rubric, mean — as a dataset loader, two prompt files, a parser and a metric.
+- `Benchmark`: the base class of any benchmark (stages of your own), with `Stage`, `StageContext`,
+  `Job`, `WorkUnit`, `ChatRequest`, `metric_rows`, `parsed` and the two schemas.
+- `DataError` (a dataset or prompt that cannot be used) and `ParseError` (an answer without the
+  required form: asked once more, then a failure counted by the failure policy).
+- `Comparison`: a paired difference a benchmark declares in `comparisons`.
+
+A benchmark is registered under the `prefray.benchmarks` entry point group; docs/add-a-benchmark.md
+walks through `examples/stated_preference`.
+"""
+
+from prefray.engine.benchmark import (
+    METRIC_SCHEMA,
+    UNIT_SCORE_SCHEMA,
+    Benchmark,
+    DataError,
+    Job,
+    ParseError,
+    Stage,
+    StageContext,
+    metric_rows,
+    parsed,
+)
+from prefray.engine.results.stats import Comparison
+from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk.rubric import Item, RubricBenchmark, assistant, read_items, user
+
+__all__ = ["METRIC_SCHEMA", "UNIT_SCORE_SCHEMA", "Benchmark", "ChatRequest", "Comparison", "DataError", "Item", "Job",
+           "ParseError", "RubricBenchmark", "Stage", "StageContext", "WorkUnit", "assistant", "metric_rows", "parsed",
+           "read_items", "user"]
