@@ -1,4 +1,7 @@
-"""`python -m prefray.judge_check ...`: the `prefray judge-check` command (prefray.app.judge_check); `--help` shows its usage."""
+"""`python -m prefray.judge_check ...`: the `prefray judge-check` command (prefray.app.judge_check).
+
+`--help` shows its usage.
+"""
 
 from __future__ import annotations
 

@@ -136,6 +136,11 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _undefined(alpha) -> str:
+    """The draws where α was undefined (every value alike), left out of the interval."""
+    return f", {alpha.undefined_resamples} undefined and left out" if alpha.undefined_resamples else ""
+
+
 def _label_names(check: Any) -> dict[float, str]:
     names: dict[float, str] = {}
     for label, value in check.labels.items():
@@ -152,7 +157,7 @@ def print_report(report, job, benchmark: CheckRun, annotators: list[str], run_di
     for label, alpha in (("judge vs human majority", report.judge_vs_majority), ("among humans", report.humans)):
         print(f"  Krippendorff's alpha, {label}: {_number(alpha.alpha)} "
               f"(95% CI {_number(alpha.ci_low)} to {_number(alpha.ci_high)}; {alpha.units} items, "
-              f"bootstrap over items, {alpha.resamples} draws)")
+              f"bootstrap over items, {alpha.resamples} draws{_undefined(alpha)})")
     print(f"  paired items {report.paired}; left out: {report.no_majority} without a human majority, "
           f"{report.no_verdict} without a judge verdict")
     if report.mean_difference is not None:
@@ -176,11 +181,11 @@ def write_report(report, job, run_dir: Path) -> None:
     with (run_dir / ALPHA_FILE).open("w", newline="") as handle:
         out = csv.writer(handle)
         out.writerow(["benchmark", "judge", "comparison", "level", "alpha", "ci_low", "ci_high", "units", "values",
-                      "items", "no_majority", "no_verdict", "mean_difference"])
+                      "resamples", "undefined_resamples", "items", "no_majority", "no_verdict", "mean_difference"])
         for comparison, alpha in (("judge_vs_majority", report.judge_vs_majority), ("humans", report.humans)):
             out.writerow([job.benchmark, judge, comparison, report.level, alpha.alpha, alpha.ci_low, alpha.ci_high,
-                          alpha.units, alpha.values, report.items, report.no_majority, report.no_verdict,
-                          report.mean_difference])
+                          alpha.units, alpha.values, alpha.resamples, alpha.undefined_resamples, report.items,
+                          report.no_majority, report.no_verdict, report.mean_difference])
     with (run_dir / LABELS_FILE).open("w", newline="") as handle:
         out = csv.writer(handle)
         values = [lab.label for lab in report.labels]
