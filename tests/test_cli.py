@@ -17,7 +17,7 @@ import pytest
 from prefray import app, cli
 from tests.conftest import ROOT
 
-COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload"]
+COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload", "judge-check"]
 
 # Arguments each command refuses before doing anything: argparse's own refusals, a malformed Hydra
 # override, a cause that does not exist, a rejudge without a judge.
@@ -30,6 +30,7 @@ BAD_ARGUMENTS = [
     ("view", []), ("view", ["somewhere", "--port", "x"]),
     ("compact", []), ("compact", ["a", "b"]),
     ("upload", []), ("upload", ["only-one"]),
+    ("judge-check", []), ("judge-check", ["labels.csv"]),
 ]
 
 
@@ -93,7 +94,7 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
     """Each `python -m prefray.NAME` module imports prefray.app and nothing else of prefray."""
     import ast
 
-    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__"]:
+    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__", "judge_check"]:
         tree = ast.parse((ROOT / "prefray" / f"{name}.py").read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
@@ -104,7 +105,8 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
 
 # what each command accepts as far as its parser goes (the work is replaced below)
 PARSED = {"launch": [], "plan": [], "rerun": ["run"], "rejudge": ["run", "judge=fake"], "view": ["run"],
-          "compact": ["run"], "upload": ["run", "s3://bucket/run"]}
+          "compact": ["run"], "upload": ["run", "s3://bucket/run"],
+          "judge-check": ["labels.csv", "benchmark=cupid", "judge=fake"]}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -149,11 +151,12 @@ def test_prefray_help_lists_the_commands_and_launch_help_is_the_same_as_the_modu
 @pytest.mark.parametrize("command", COMMANDS)
 def test_bad_arguments_to_each_command_exit_2_with_one_line(command):
     """Through each `python -m prefray.NAME` module's own __main__ (`prefray NAME`: in-process above)."""
-    done = subprocess.run([sys.executable, "-m", f"prefray.{command}", "--bogus"], cwd=ROOT, capture_output=True,
+    module = command.replace("-", "_")
+    done = subprocess.run([sys.executable, "-m", f"prefray.{module}", "--bogus"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     (line,) = lines(done.stderr)  # what argparse says first: a missing argument, or the unknown flag
-    assert line.startswith(f"python -m prefray.{command}: error: ") and line.endswith("(--help shows the usage)")
+    assert line.startswith(f"python -m prefray.{module}: error: ") and line.endswith("(--help shows the usage)")
 
 
 @pytest.mark.e2e
