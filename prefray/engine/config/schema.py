@@ -122,6 +122,8 @@ class RunConfig:
     tier: str | None = key(choice("interactive", "batch").or_null("each model's own tier"), None,
                            "tier of every model of the sweep")
     batch: BatchConfig = section(BatchConfig, "batch tier submission and polling")
+    panel: bool = key(boolean(), False, "the sweep's judges are one panel: its verdict (majority, or mean of "
+                                        "numbers) is scored as one more judge, `judge=panel(a,b)` sets it")
 
     @classmethod
     def from_config(cls, run: dict[str, Any] | RunConfig | None) -> RunConfig:
