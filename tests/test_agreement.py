@@ -8,7 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from prefray.engine.results.agreement import AGREEMENT_SCHEMA, VALUES_SCHEMA, judge_agreement, judge_values
+from prefray.engine.results.agreement import (
+    AGREEMENT_SCHEMA,
+    PANEL_AGREEMENT_SCHEMA,
+    VALUES_SCHEMA,
+    judge_agreement,
+    judge_values,
+)
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 
 
@@ -31,9 +37,14 @@ def judged(judge: str, values: list[object], stage: str = "grade") -> list[dict]
     return [row(judge, {key: v}, f"i{k}", stage=stage) for k, v in enumerate(values)]
 
 
+def pair_rows(result: pa.Table) -> list[dict]:
+    """The rows of judge pairs (the panel row of a stage, judge_a == "panel", is tested in test_judge_panel)."""
+    return [r for r in result.to_pylist() if r["judge_a"] != "panel"]
+
+
 def only(result: pa.Table) -> dict:
-    assert result.num_rows == 1
-    return result.to_pylist()[0]
+    (pair,) = pair_rows(result)
+    return pair
 
 
 def test_extraction_rules():
@@ -68,7 +79,7 @@ def test_cohen_kappa_hand_computed():
     a = [True] * 5 + [True] + [False] + [False] * 3
     b = [True] * 5 + [False] + [True] + [False] * 3
     result = judge_agreement(judge_values(table(judged("ja", a) + judged("jb", b))))
-    assert result.schema == AGREEMENT_SCHEMA
+    assert result.schema == PANEL_AGREEMENT_SCHEMA   # the pairwise columns, then alpha and n_eff
     got = only(result)
     assert (got["judge_a"], got["judge_b"], got["kind"], got["n"]) == ("ja", "jb", "binary", 10)
     assert got["percent_agreement"] == pytest.approx(0.8)
@@ -104,8 +115,9 @@ def test_three_judges_three_pairs_and_stages_apart():
     rows += judged("j1", [True], stage="other") + judged("j9", [True], stage="other")
     result = judge_agreement(judge_values(table(rows)))
     keys = [(r["stage"], r["judge_a"], r["judge_b"]) for r in result.to_pylist()]
-    assert keys == [("grade", "j1", "j2"), ("grade", "j1", "j3"), ("grade", "j2", "j3"), ("other", "j1", "j9")]
-    by_pair = {(r["judge_a"], r["judge_b"]): r for r in result.to_pylist()}
+    assert keys == [("grade", "j1", "j2"), ("grade", "j1", "j3"), ("grade", "j2", "j3"), ("grade", "panel", "j1,j2,j3"),
+                    ("other", "j1", "j9"), ("other", "panel", "j1,j9")]
+    by_pair = {(r["judge_a"], r["judge_b"]): r for r in pair_rows(result)}
     assert by_pair[("j1", "j3")]["pearson"] == pytest.approx(1.0)
     assert by_pair[("j1", "j2")]["spearman"] == pytest.approx(-1.0)
 
@@ -115,8 +127,9 @@ def test_units_of_one_judge_are_not_paired():
             row("a", {"score": 5}, "only-a"), row("b", {"score": 2}, "only-b"),
             row("a", {"score": 4}, "shared", sample=1), row("c", {"score": 4}, "elsewhere")]
     result = judge_agreement(judge_values(table(rows)))
-    pairs = {(r["judge_a"], r["judge_b"]): r for r in result.to_pylist()}
-    assert set(pairs) == {("a", "b")}  # a/c and b/c share no unit: omitted
+    pairs = {(r["judge_a"], r["judge_b"]): r for r in pair_rows(result)}
+    assert set(pairs) == {("a", "b")}  # a/c and b/c share no unit: omitted (and c is in no panel)
+    assert [r["judge_b"] for r in result.to_pylist() if r["judge_a"] == "panel"] == ["a,b"]
     assert pairs[("a", "b")]["n"] == 1 and pairs[("a", "b")]["percent_agreement"] == 1.0
 
 

@@ -178,8 +178,9 @@ def judge_agreement(values: pa.Table, resamples: int = RESAMPLES, seed: int = 0)
                 pair = {judge_a: judges[judge_a], judge_b: judges[judge_b]}
                 out.append({**where, "judge_a": judge_a, "judge_b": judge_b, **result,
                             **panel_alpha(pair, result["kind"], resamples, seed)})
-        if pairs:
-            out.append({**where, **panel_row(judges, pairs, resamples, seed)})
+        if pairs:   # the panel: every judge that shares a unit with another
+            paired = {judge for judge_a, judge_b, _ in pairs for judge in (judge_a, judge_b)}
+            out.append({**where, **panel_row({j: judges[j] for j in sorted(paired)}, pairs, resamples, seed)})
     if not out:
         return AGREEMENT_SCHEMA.empty_table()
     table = pa.Table.from_pylist(out, schema=PANEL_AGREEMENT_SCHEMA)
@@ -222,7 +223,7 @@ def panel_row(judges: dict[str, dict[Unit, tuple[float, str]]], pairs: list[tupl
         if found is not None:
             correlations.append(found)
     return {"judge_a": PANEL, "judge_b": ",".join(sorted(judges)), "kind": kind, "n": len(shared),
-            "percent_agreement": sum(len(set(v)) == 1 for v in shared) / len(shared) if shared else None,
+            "percent_agreement": sum(len(set(v)) == 1 for v in shared) / len(shared),
             **panel_alpha(judges, kind, resamples, seed), "n_eff": effective_judges(len(judges), correlations)}
 
 
