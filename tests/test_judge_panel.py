@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 import pytest
 from scipy import stats
 
-from prefray.app.panel import panel_members, panel_overrides
+from prefray.app.panel import SEED_STRIDE, panel_members, panel_overrides, repeated, split_repeats, with_repeats
+from prefray.engine.calls.output_budget import final_request
 from prefray.engine.config.sweep import SweepError
 from prefray.engine.results.agreement import (
     PANEL_AGREEMENT_SCHEMA,
@@ -25,8 +26,10 @@ from prefray.engine.results.agreement import (
     panel_rows,
 )
 from prefray.engine.results.alpha import krippendorff_alpha
+from prefray.engine.rundir.cache import cache_key
 from prefray.engine.rundir.paid import read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
+from prefray.engine.types import ChatRequest, ModelSpec
 from tests.test_agreement import judged, table
 
 
@@ -107,6 +110,26 @@ def test_panel_override():
             panel_members(bad)
 
 
+def test_repeats_are_copies_of_the_judge_with_seeds_of_their_own():
+    assert split_repeats(["judge=fake", "judge.repeats=3", "limit=2"]) == (["judge=fake", "limit=2"], 3)
+    assert split_repeats(["judge=fake"]) == (["judge=fake"], 1)
+    for bad in ("judge.repeats=0", "judge.repeats=two"):
+        with pytest.raises(SweepError):
+            split_repeats([bad])
+    judge = {"name": "fake", "provider": "openai", "model_id": "fake-judge"}
+    copies = repeated(judge, 3)
+    assert [c["name"] for c in copies] == ["fake", "fake~2", "fake~3"]
+    assert [c.get("seed_offset", 0) for c in copies] == [0, SEED_STRIDE, 2 * SEED_STRIDE]
+    configs = with_repeats([{"judge": judge, "run": {"seed": 0}}], 2)
+    assert [c["judge"]["name"] for c in configs] == ["fake", "fake~2"] and all(c["run"]["panel"] for c in configs)
+    # a repeat sends the same request with its seed moved, and never shares the first one's cache entry
+    first, second = (ModelSpec.from_config(c) for c in copies[:2])
+    request = ChatRequest(({"role": "user", "content": "rate"},), seed=5)
+    assert final_request(first, request).seed == 5 and final_request(second, request).seed == 5 + SEED_STRIDE
+    assert final_request(second, request).messages == final_request(first, request).messages
+    assert cache_key(first, final_request(first, request), 0) != cache_key(second, final_request(second, request), 0)
+
+
 def panel_alignment(run_dir, members: list[str]) -> float:
     """The panel's alignment recomputed from the stored judge rows: the mean over units of the members' mean."""
     rows = latest_attempts(read_rows(run_dir, None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
@@ -147,3 +170,19 @@ def test_a_panel_of_two_fake_judges_and_a_rejudge_with_a_panel(tmp_path, run_cli
     assert done.returncode == 0, done.stdout + done.stderr
     assert read_paid(other).filter(pc.equal(pc.field("model_id"), "fake-model")).num_rows == generated
     assert metric(other, panel, "alignment") == pytest.approx(panel_alignment(other, ["fake", "fake-anthropic"]))
+
+
+@pytest.mark.e2e
+def test_judge_repeats_ask_again_with_other_seeds(tmp_path, run_cli):
+    run_dir = tmp_path / "run"
+    run_cli("benchmark=cupid", "condition=oracle_preference", "model=fake", "judge=fake", "judge.repeats=2",
+            "limit=3", "run.cache=false", f"run.dir={run_dir}")
+    rows = latest_attempts(read_rows(run_dir, None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
+    seeds = {(r["judge"], r["instance_id"]): r["seed"] for r in rows}
+    assert {j for j, _ in seeds} == {"fake", "fake~2"}
+    assert all(seeds[("fake~2", i)] == seeds[("fake", i)] + SEED_STRIDE for _, i in seeds)
+    panel = "panel(fake,fake~2)"
+    assert metric(run_dir, panel, "alignment") == pytest.approx(panel_alignment(run_dir, ["fake", "fake~2"]))
+    with (run_dir / "judge_agreement.csv").open() as handle:
+        (row,) = [r for r in csv.DictReader(handle) if r["judge_a"] == "panel"]
+    assert row["judge_b"] == "fake,fake~2" and row["alpha"] != ""

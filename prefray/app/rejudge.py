@@ -5,7 +5,8 @@ call: stages answered by the evaluated model are read from the shards, never sen
 several judges coexist (the judge's name is part of every judge row and metric), and
 judge_agreement.csv compares them (percent agreement and Cohen's kappa for yes/no verdicts,
 Pearson and Spearman correlations for scores, Krippendorff's alpha). `judge=panel(A,B)` scores with
-each judge of the panel and with the panel's verdict (see prefray/app/panel.py).
+each judge of the panel and with the panel's verdict; `judge.repeats=K` asks each judge K times
+with different seeds and scores their majority too (see prefray/app/panel.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from prefray.app.commands import Parser, refused
 from prefray.app.compose import compose_judge, conf_dir
-from prefray.app.panel import panel_members
+from prefray.app.panel import panel_members, repeated, split_repeats
 from prefray.app.rerun import estimate_then_run, on_run_dir, prepare, run_location
 from prefray.engine.config.sweep import SweepError
 
@@ -34,13 +35,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not any(s.startswith("judge=") for s in judge_overrides):
             raise SweepError("name the new judge: judge=NAME")
+        judge_overrides, repeats = split_repeats(judge_overrides)
         members = panel_members(judge_overrides)
-        judge: dict[str, Any] | list[dict[str, Any]]
-        if members is None:
-            judge = compose_judge(judge_overrides, conf_dir())
-        else:
-            keys = [s for s in judge_overrides if not s.startswith("judge=")]
-            judge = [compose_judge([f"judge={member}", *keys], conf_dir()) for member in members]
+        keys = [s for s in judge_overrides if not s.startswith("judge=")]
+        judges = [compose_judge(judge_overrides, conf_dir())] if members is None else \
+            [compose_judge([f"judge={member}", *keys], conf_dir()) for member in members]
+        judge = [copy for one in judges for copy in repeated(one, repeats)]
+        if len(judge) > 1:
             overrides = [*overrides, "run.panel=true"]
     except SweepError as exc:
         return refused(exc)

@@ -176,6 +176,8 @@ class ModelSpec:
                                        "share of the price saved at the batch tier")
     # false: an option that exists for a paper's lineup (`model=paper`) and is left out of `model=all`.
     in_all: bool = key(boolean(), True, "included in model=all")
+    # Set by `judge.repeats=K` on the K copies of a judge (prefray/app/panel.py): each asks with its own seeds.
+    seed_offset: int = key(integer(0, SEED_MAX), 0, "added to the seed of every request this model answers")
 
     @property
     def endpoint_key(self) -> str:
