@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
+from prefray.benchmarks.benchpres.judge_check import PREFERENCE_JUDGE_CHECK
 from prefray.benchmarks.cupid.judge_check import MATCHER_CHECK
 from prefray.engine.benchmark import DataError
 from prefray.engine.judgecheck import read_labels
@@ -23,6 +24,7 @@ from tests.conftest import ROOT, command_here
 from tests.test_agreement import pairwise_alpha
 
 SAMPLE = ROOT / "prefray" / "benchmarks" / "cupid" / "sample" / "judge_check_matcher.csv"
+BENCHPRES_SAMPLE = ROOT / "prefray" / "benchmarks" / "benchpres" / "sample" / "judge_check_preference.csv"
 
 
 def test_majority_rules():
@@ -103,7 +105,7 @@ def test_refusals_come_before_any_call(tmp_path):
     assert done.returncode == 2 and "'mostly' is not a label" in done.stderr and not (tmp_path / "r").exists()
     done = command_here("judge-check", str(SAMPLE), "judge=fake", forbid_ray=True)
     assert done.returncode == 2 and "benchmark=NAME" in done.stderr
-    done = command_here("judge-check", str(SAMPLE), "benchmark=benchpres", "judge=fake", forbid_ray=True)
+    done = command_here("judge-check", str(SAMPLE), "benchmark=prisk_irp", "judge=fake", forbid_ray=True)
     assert done.returncode == 2 and "declares no judge check" in done.stderr
 
 
@@ -146,3 +148,37 @@ def test_judge_check_on_the_cupid_sample_with_the_fake_judge(tmp_path, ray_addre
     # the same check again: every answer is stored, nothing is sent
     again = command_here("judge-check", *args)
     assert again.returncode == 0 and sum(fake_server.stats()["by_model"].values()) == calls
+
+
+def test_benchpres_sample_reads_one_pair_per_row(tmp_path):
+    groups, annotators = read_labels(BENCHPRES_SAMPLE, PREFERENCE_JUDGE_CHECK)
+    assert len(groups) == 12 and annotators == ["annotator_1", "annotator_2", "annotator_3"]
+    assert groups[0].items[0].labels == {"annotator_1": 1.0, "annotator_2": 1.0, "annotator_3": 1.0}
+    assert PREFERENCE_JUDGE_CHECK.problems(groups) == []
+    twice = tmp_path / "twice.csv"
+    twice.write_text("item_id,preference,response,a\nx,p,r,yes\nx,p,r2,no\n")
+    assert PREFERENCE_JUDGE_CHECK.problems(read_labels(twice, PREFERENCE_JUDGE_CHECK)[0]) == \
+        ["item_id x: 2 rows (one row per item_id)"]
+
+
+@pytest.mark.e2e
+def test_judge_check_on_the_benchpres_sample(tmp_path, ray_address, fake_server):
+    run_dir = tmp_path / "check"
+    done = command_here("judge-check", str(BENCHPRES_SAMPLE), "benchmark=benchpres", "judge=fake",
+                        f"judge.base_url={fake_server.openai_url}", f"run.dir={run_dir}", "run.plots=false",
+                        "--resamples", "100")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = latest_attempts(read_rows(run_dir, ds.field("stage") == "judge")).to_pylist()
+    applied = {row["instance_id"]: float(json.loads(row["parsed_json"])["applied"]) for row in rows}
+    with BENCHPRES_SAMPLE.open() as handle:
+        table = list(csv.DictReader(handle))
+    value = {"yes": 1.0, "no": 0.0}
+    judge, human = [], []
+    for row in table:
+        labels = [value[row[a]] for a in ("annotator_1", "annotator_2", "annotator_3") if row[a]]
+        judge.append(applied[row["item_id"]])
+        human.append(max(set(labels), key=labels.count))     # no ties in this file
+    with (run_dir / "judge_check.csv").open() as handle:
+        written = {r["comparison"]: r for r in csv.DictReader(handle)}
+    assert float(written["judge_vs_majority"]["alpha"]) == pytest.approx(krippendorff_alpha([judge, human]))
+    assert set(fake_server.stats()["by_model"]) == {"fake-judge"}
