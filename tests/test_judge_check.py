@@ -10,11 +10,13 @@ import csv
 import json
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
 from prefray.benchmarks.benchpres.judge_check import PREFERENCE_JUDGE_CHECK
 from prefray.benchmarks.cupid.judge_check import MATCHER_CHECK
+from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.engine.benchmark import DataError
 from prefray.engine.judgecheck import read_labels
 from prefray.engine.results.alpha import krippendorff_alpha
@@ -105,7 +107,7 @@ def test_refusals_come_before_any_call(tmp_path):
     assert done.returncode == 2 and "'mostly' is not a label" in done.stderr and not (tmp_path / "r").exists()
     done = command_here("judge-check", str(SAMPLE), "judge=fake", forbid_ray=True)
     assert done.returncode == 2 and "benchmark=NAME" in done.stderr
-    done = command_here("judge-check", str(SAMPLE), "benchmark=prisk_irp", "judge=fake", forbid_ray=True)
+    done = command_here("judge-check", str(SAMPLE), "benchmark=prisk_sycophancy", "judge=fake", forbid_ray=True)
     assert done.returncode == 2 and "declares no judge check" in done.stderr
 
 
@@ -182,3 +184,14 @@ def test_judge_check_on_the_benchpres_sample(tmp_path, ray_address, fake_server)
         written = {r["comparison"]: r for r in csv.DictReader(handle)}
     assert float(written["judge_vs_majority"]["alpha"]) == pytest.approx(krippendorff_alpha([judge, human]))
     assert set(fake_server.stats()["by_model"]) == {"fake-judge"}
+
+
+def test_prisk_irp_sample_reads_with_an_empty_context_and_verdicts_come_from_ok_rows():
+    path = ROOT / "prefray" / "benchmarks" / "prisk" / "sample" / "judge_check_irp.csv"
+    groups, annotators = read_labels(path, IRP_JUDGE_CHECK)
+    assert len(groups) == 8 and groups[0].items[0].inputs["context"] == ""      # the query alone
+    assert groups[7].items[0].labels == {"annotator_1": 5.0, "annotator_2": 4.0, "annotator_3": None}
+    rows = pa.Table.from_pylist([
+        {"stage": "irp_judge", "status": "ok", "instance_id": "i1", "parsed_json": '{"score": 4}'},
+        {"stage": "irp_judge", "status": "failed", "instance_id": "i2", "parsed_json": None}])
+    assert IRP_JUDGE_CHECK.verdicts(rows, groups) == {"i1#1": 4.0}

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         name = jobs[0].benchmark
         check = getattr(load_benchmarks(configs)[name], "judge_check", None)
         if check is None:
-            raise SweepError(f"benchmark {name} declares no judge check (cupid and benchpres do)")
+            raise SweepError(f"benchmark {name} declares no judge check (cupid, benchpres and prisk_irp do)")
         run_dir = run_dir_of(configs)
         if not isinstance(run_dir, Path):
             raise SweepError("a judge check runs in a local run.dir")
