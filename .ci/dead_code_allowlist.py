@@ -15,6 +15,8 @@ _.limit_tokens, _.remaining_tokens, _.learned  # noqa: B018
 ScoresUnits, ReadsText  # noqa: B018
 # Statistics and formulas the tests use as independent references.
 cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona_of  # noqa: B018
+# α without an interval (engine/results/alpha.py), the tests' check of alpha_ci and of the panels' α.
+krippendorff_alpha  # noqa: B018
 # A column of the plan's tier table, read through asdict (money/estimate_table.print_tier_lines).
 _.expected_latency  # noqa: B018
 # A model key the sweep reads from the option file (config/sweep.py: all_options), not from ModelSpec.

@@ -13,9 +13,20 @@ from prefray import app
 PROG = "prefray"
 
 
+class CommandsHelp(argparse.RawDescriptionHelpFormatter):
+    """argparse's help, with the column of the summaries after the longest command name (argparse
+    measures the names one indent short, so a name longer than 9 characters pushed its summary down)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        for sub in getattr(action, "_get_subactions", list)():
+            width = len(self._format_action_invocation(sub)) + self._current_indent + self._indent_increment
+            self._action_max_length = max(self._action_max_length, width)
+
+
 def parser() -> argparse.ArgumentParser:
     """The top-level parser: its --help lists the commands, one line each."""
-    parser = app.commands.Parser(PROG, __doc__)
+    parser = app.commands.Parser(PROG, __doc__, formatter_class=CommandsHelp)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     for command in app.COMMANDS.values():
         commands.add_parser(command.name, help=command.summary)

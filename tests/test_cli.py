@@ -17,7 +17,7 @@ import pytest
 from prefray import app, cli
 from tests.conftest import ROOT, run_together
 
-COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload", "compare", "report"]
+COMMANDS = ["launch", "plan", "rerun", "rejudge", "view", "compact", "upload", "compare", "report", "judge-check"]
 
 # Arguments each command refuses before doing anything: argparse's own refusals, a malformed Hydra
 # override, a cause that does not exist, a rejudge without a judge.
@@ -32,6 +32,7 @@ BAD_ARGUMENTS = [
     ("report", []), ("report", ["somewhere", "--latex=yes"]),
     ("compact", []), ("compact", ["a", "b"]),
     ("upload", []), ("upload", ["only-one"]),
+    ("judge-check", []), ("judge-check", ["labels.csv"]),
 ]
 
 
@@ -89,7 +90,8 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
     """Each `python -m prefray.NAME` module imports prefray.app and nothing else of prefray."""
     import ast
 
-    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__", "compare", "report"]:
+    for name in ["launch", "plan", "rerun", "rejudge", "compact", "upload", "view/__main__", "compare", "report",
+                 "judge_check"]:
         tree = ast.parse((ROOT / "prefray" / f"{name}.py").read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
@@ -100,7 +102,8 @@ def test_the_command_modules_are_thin_and_import_no_other_command():
 
 # what each command accepts as far as its parser goes (the work is replaced below)
 PARSED = {"launch": [], "plan": [], "rerun": ["run"], "rejudge": ["run", "judge=fake"], "view": ["run"],
-          "compact": ["run"], "upload": ["run", "s3://bucket/run"], "compare": ["run", "other"], "report": ["run"]}
+          "compact": ["run"], "upload": ["run", "s3://bucket/run"], "compare": ["run", "other"], "report": ["run"],
+          "judge-check": ["labels.csv", "benchmark=cupid", "judge=fake"]}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -134,7 +137,7 @@ def test_as_processes_help_lists_the_commands_and_bad_arguments_exit_2_with_one_
     top, sub, module, malformed, *bogus = run_together(
         [*python, "prefray", "--help"], [*python, "prefray", "launch", "--help"],
         [*python, "prefray.launch", "--help"], [*python, "prefray", "launch", "model=["],
-        *([*python, f"prefray.{command}", "--bogus"] for command in COMMANDS))
+        *([*python, f"prefray.{command.replace('-', '_')}", "--bogus"] for command in COMMANDS))
 
     assert top.returncode == 0, top.stderr
     for name in COMMANDS:
@@ -153,7 +156,8 @@ def test_as_processes_help_lists_the_commands_and_bad_arguments_exit_2_with_one_
     for command, done in zip(COMMANDS, bogus):
         assert done.returncode == 2, (command, done.stderr)
         (line,) = lines(done.stderr)  # what argparse says first: a missing argument, or the unknown flag
-        assert line.startswith(f"python -m prefray.{command}: error: ") and line.endswith("(--help shows the usage)")
+        module = command.replace("-", "_")
+        assert line.startswith(f"python -m prefray.{module}: error: ") and line.endswith("(--help shows the usage)")
 
 
 # A shell starts background jobs with SIGINT ignored, and a child inherits that: the command takes

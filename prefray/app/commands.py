@@ -27,7 +27,7 @@ class Command:
     @property
     def module(self):
         """The command's module (imported on first use, so `prefray --help` imports none)."""
-        return importlib.import_module(f"prefray.app.{self.name}")
+        return importlib.import_module(f"prefray.app.{self.name.replace('-', '_')}")
 
 
 COMMANDS = {command.name: command for command in (
@@ -44,6 +44,7 @@ COMMANDS = {command.name: command for command in (
     Command("upload", "copy a run directory to object storage",
             "prefray: upload interrupted; the destination may hold part of the run; run the same upload "
             "command again to copy all of it"),
+    Command("judge-check", "rate people's labelled items with a judge: Krippendorff's alpha, confusion, bias"),
 )}
 
 
@@ -69,7 +70,7 @@ class Parser(OneLineErrors, argparse.ArgumentParser):
 
 
 def default_prog(name: str) -> str:
-    return f"python -m prefray.{name}"
+    return f"python -m prefray.{name.replace('-', '_')}"
 
 
 def main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:

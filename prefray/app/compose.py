@@ -36,8 +36,12 @@ def conf_dir() -> Path:
 
 def compose_sweep(overrides: list[str], multirun: bool) -> tuple[list[dict[str, Any]], list[Job], dict[str, Benchmark]]:
     """The resolved config, the job and the loaded benchmark of every job of the sweep, checked."""
+    from prefray.app.panel import panel_overrides, split_repeats, with_repeats
+
     conf = conf_dir()
-    configs = compose_configs(expand(overrides, conf, multirun), conf)
+    overrides, multirun = panel_overrides(overrides, multirun)
+    overrides, repeats = split_repeats(overrides)
+    configs = with_repeats(compose_configs(expand(overrides, conf, multirun), conf), repeats)
     jobs = checked_jobs(configs, conf)
     return configs, jobs, load_benchmarks(configs)
 

@@ -107,10 +107,11 @@ def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[Path]
         return refuse([str(exc)])
 
 
-def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | None = None,
+def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | list[dict[str, Any]] | None = None,
             location: Path | str | None = None):
-    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge); `run_dir`
-    is where the run's files are (the staging mirror of `location` when that is a URI)."""
+    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge, or judges:
+    one job per judge); `run_dir` is where the run's files are (the staging mirror of `location` when
+    that is a URI)."""
     from prefray.engine.config.preflight import preflight
     from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
 
@@ -120,7 +121,8 @@ def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] |
     except (FileNotFoundError, ValueError) as exc:
         raise SweepError(str(exc)) from None
     if replace_judge is not None:
-        configs = [{**cfg, "judge": replace_judge} for cfg in configs]
+        judges = replace_judge if isinstance(replace_judge, list) else [replace_judge]
+        configs = [{**cfg, "judge": judge} for cfg in configs for judge in judges]
     jobs = checked_jobs(configs, conf_dir())
     benchmarks = load_benchmarks(configs)
     instances, errors = preflight(jobs, benchmarks)

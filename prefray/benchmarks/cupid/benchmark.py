@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
+from prefray.benchmarks.cupid.judge_check import MATCHER_CHECK
 from prefray.benchmarks.cupid.metrics import cupid_metrics
 from prefray.benchmarks.cupid.prompting import (
     check_prompts,
@@ -85,6 +86,8 @@ class Cupid(Benchmark):
     # its own figure by instance type from its breakdown rows).
     figures = [MetricsSpec(("precision", "recall", "F1"), "instance_type", title="CUPID inference",
                            slices=INSTANCE_TYPES)]
+    # `prefray judge-check benchmark=cupid`: the matcher against people (judge_check.py)
+    judge_check = MATCHER_CHECK
 
     def load(self, job: Job) -> Sequence[Instance]:
         mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)

@@ -26,6 +26,7 @@ from typing import Any
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
 from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
+from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.benchmarks.prisk.metrics import (
     cluster_key,
     cluster_of,
@@ -143,6 +144,8 @@ def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> lis
 
 class Irp(PriskBenchmark):
     kind = "irp"
+    # `prefray judge-check benchmark=prisk_irp`: the IRP judge against people (judge_check.py)
+    judge_check = IRP_JUDGE_CHECK
 
     def load(self, job: Job) -> Sequence[Instance]:
         # every condition pairs each persona with each item: base answers once per item, and the

@@ -54,7 +54,8 @@ def output_budget(spec: ModelSpec, stage_params: Mapping[str, Any]) -> tuple[str
 
 
 def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
-    """The model's default params overlaid by the stage's own, with the output budget of the rule."""
+    """The model's default params overlaid by the stage's own, with the output budget of the rule
+    (and the seed moved by the model's `seed_offset`, for a judge's repeats)."""
     params = {**spec.params, **request.params}
     budget = output_budget(spec, request.params)
     refused = [key for key, value in spec.params.items() if value is None]
@@ -62,4 +63,6 @@ def final_request(spec: ModelSpec, request: ChatRequest) -> ChatRequest:
         params.pop(key, None)
     if budget is not None:
         params[budget[0]] = budget[1]
+    if spec.seed_offset and request.seed is not None:   # a judge's repeat asks with seeds of its own
+        return replace(request, params=params, seed=request.seed + spec.seed_offset)
     return replace(request, params=params)

@@ -126,6 +126,8 @@ class RunConfig:
     tier: str | None = key(choice("interactive", "batch").or_null("each model's own tier"), None,
                            "tier of every model of the sweep")
     batch: BatchConfig = section(BatchConfig, "batch tier submission and polling")
+    panel: bool = key(boolean(), False, "the sweep's judges are one panel: its verdict (majority, or mean of "
+                                        "numbers) is scored as one more judge, `judge=panel(a,b)` sets it")
 
     @classmethod
     def from_config(cls, run: dict[str, Any] | RunConfig | None) -> RunConfig:
@@ -178,6 +180,8 @@ class ModelSpec:
                                        "share of the price saved at the batch tier")
     # false: an option that exists for a paper's lineup (`model=paper`) and is left out of `model=all`.
     in_all: bool = key(boolean(), True, "included in model=all")
+    # Set by `judge.repeats=K` on the K copies of a judge (prefray/app/panel.py): each asks with its own seeds.
+    seed_offset: int = key(integer(0, SEED_MAX), 0, "added to the seed of every request this model answers")
 
     @property
     def endpoint_key(self) -> str:

@@ -75,6 +75,16 @@ class SweepOptions:
         return ResponseCache(self.cache_file)
 
 
+def panels(jobs: Sequence[Job]) -> dict[str, list[str]]:
+    """Each benchmark's panel under run.panel: the judges of its jobs, in the order the sweep names them."""
+    found: dict[str, list[str]] = {}
+    for job in jobs:
+        members = found.setdefault(job.benchmark, [])
+        if job.roles["judge"].name not in members:
+            members.append(job.roles["judge"].name)
+    return found
+
+
 def node_ip(address: str | None) -> str | None:
     """The driver's node address: loopback for a local cluster, Ray's own choice otherwise."""
     if os.environ.get("PREFRAY_NODE_IP"):
@@ -220,7 +230,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             compact_paid(options.run_dir)   # every gateway has handed its paid record over
             compact_requests(options.run_dir)
         aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
-                      plots=options.run.plots, figures=options.run.figures)
+                      plots=options.run.plots, figures=options.run.figures,
+                      panels=panels(jobs) if options.run.panel else None)
     finally:
         if stopping is not None:
             stopping.join()

@@ -215,11 +215,19 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
-                  seed: int = 0, figures: str = "headline") -> pa.Table:
+                  seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None
+                  ) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
-    False: none); print a summary."""
-    from prefray.engine.results.agreement import judge_agreement, judge_values, judged_by_several
+    False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
+    join the rows, as one more judge (agreement.panel_rows)."""
+    from prefray.engine.results.agreement import (
+        judge_agreement,
+        judge_values,
+        judged_by_several,
+        panel_rows,
+        without_panels,
+    )
     from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
@@ -230,10 +238,13 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
+    judged = best
+    if panels:
+        best = pa.concat_tables([without_panels(best), panel_rows(best, panels)])
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
-    agreement = judge_agreement(judge_values(judged_by_several(best)))
+    agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
     write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     paths = RunDir(run_dir)
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))

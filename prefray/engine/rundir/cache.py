@@ -25,6 +25,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
 
 def cache_key(spec: ModelSpec, request: ChatRequest, sample: int) -> str:
     identity = f"{spec.provider}|{spec.base_url or ''}|{request.content_hash(spec.model_id)}|{sample}"
+    if spec.seed_offset:   # a judge's repeat is another answer to the same request
+        identity += f"|seed+{spec.seed_offset}"
     return hashlib.sha256(identity.encode()).hexdigest()
 
 

@@ -1,0 +1,62 @@
+"""BenchPreS's preference judge checked against people (`prefray judge-check benchmark=benchpres ...`).
+
+The paper validated its judge on 100 sampled (response, preference) pairs, half with gold label
+apply and half suppress, annotated by a human and GPT-5-mini beside the DeepSeek-R1 judge (§6,
+Table 4: pairwise agreement). Here the judge gets exactly the benchmark's `judge` request: is this
+one preference reflected in this response? One call per labelled row.
+
+Labels file: one row per (response, preference) pair, columns `item_id`, `preference`, `response`,
+then one column per annotator with `yes` / `no` (also `applied` / `not applied`, `true` / `false`,
+1 / 0); empty = not labelled. Level: nominal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, parse_verdict
+from prefray.engine.benchmark import Job, Stage, StageContext, parsed
+from prefray.engine.judgecheck import CheckGroup
+from prefray.engine.types import ChatRequest, WorkUnit
+
+LABELS = {"yes": 1.0, "no": 0.0, "applied": 1.0, "not applied": 0.0, "true": 1.0, "false": 0.0}
+
+
+class PreferenceJudgeCheck:
+    judged = "judge: is the preference reflected in the response"
+    role = "judge"
+    level = "nominal"
+    columns = ("item_id", "preference", "response")
+    group_column = "item_id"
+    labels = LABELS
+
+    def problems(self, groups: Sequence[CheckGroup]) -> list[str]:
+        return [f"item_id {group.instance_id}: {len(group.items)} rows (one row per item_id)"
+                for group in groups if len(group.items) != 1]
+
+    def stages(self, job: Job) -> list[Stage]:
+        return [Stage("judge", self._units, role="judge", parse=parse_verdict, inputs=())]
+
+    @staticmethod
+    def _units(ctx: StageContext) -> list[WorkUnit]:
+        from prefray.benchmarks.benchpres.benchmark import judge_messages  # the benchmark's own request
+
+        params = dict(ctx.job.settings.get("judge_params", {}))
+        units = []
+        for group in ctx.instances:
+            (item,) = group.items
+            messages = judge_messages(item.inputs["preference"], item.inputs["response"], ctx.job.settings)
+            request = ChatRequest(messages=messages, params=params, json_schema=VERDICT_SCHEMA, seed=ctx.job.seed)
+            units.append(WorkUnit(group.instance_id, request))
+        return units
+
+    def verdicts(self, rows: pa.Table, groups: Sequence[CheckGroup]) -> dict[str, float]:
+        ok = rows.filter(pc.and_(pc.equal(rows["stage"], "judge"), pc.equal(rows["status"], "ok"))).to_pylist()
+        applied = {row["instance_id"]: float(parsed(row)["applied"]) for row in ok}
+        return {group.items[0].item: applied[group.instance_id] for group in groups if group.instance_id in applied}
+
+
+PREFERENCE_JUDGE_CHECK = PreferenceJudgeCheck()
