@@ -23,7 +23,7 @@ import ray
 
 from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
-from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.calls.pricing import Calibration, cache_saving, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
@@ -93,17 +93,21 @@ class _Lane:
             return skipped_for_budget(started)
         result = await self._call_with_retries(request, started, tag)
         self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
-        result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
+        result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens,
+                                    result.cache_read_tokens, result.cache_write_tokens)
+        result.cache_saved_usd = cache_saving(self.spec, result.cache_read_tokens, result.cache_write_tokens)
         if budget is not None:
             await budget.settle.remote(reserved, result.cost_usd, calibrating)
         return result
 
-    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:
+    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int,
+                    cache_read: int = 0, cache_write: int = 0) -> None:
         """Append a try to the run's paid ledger: SENT before it goes, then how it ended (with usage)."""
         if self.paid is not None:
             self.paid.record(self.spec.provider, self.spec.model_id, request.prompt_hash(self.spec.model_id),
                              outcome, input_tokens, output_tokens,
-                             call_cost(self.spec, input_tokens, output_tokens))
+                             call_cost(self.spec, input_tokens, output_tokens, cache_read, cache_write),
+                             cache_read, cache_write, cache_saving(self.spec, cache_read, cache_write))
 
     async def _call_with_retries(self, request: ChatRequest, started: float, tag: str = "") -> CallResult:
         estimate = request.estimated_input_tokens()
@@ -123,11 +127,13 @@ class _Lane:
                 except TimeoutError:
                     error = ProviderError("timeout", f"no answer within {self.spec.timeout_s:.0f}s", retryable=True)
                 else:
-                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens)
+                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens,
+                                     reply.cache_read_tokens, reply.cache_write_tokens)
                     done = time.time()
                     result = CallResult(
                         status="ok", text=reply.text, model_version=reply.model_version,
                         input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, tries=tries,
+                        cache_read_tokens=reply.cache_read_tokens, cache_write_tokens=reply.cache_write_tokens,
                         latency_s=done - sent, started_at=started, finished_at=done,
                         finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS,
                     )

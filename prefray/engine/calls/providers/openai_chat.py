@@ -8,6 +8,7 @@ from typing import Any
 import openai
 
 from prefray.engine.calls.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.calls.providers.caching import prompt_cache_key
 from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
 
@@ -41,6 +42,9 @@ class OpenAIChat:
                 "type": "json_schema",
                 "json_schema": {"name": "answer", "schema": request.json_schema, "strict": True},
             }
+        key = prompt_cache_key(self.spec, request)
+        if key is not None and "prompt_cache_key" not in body:
+            body["prompt_cache_key"] = key
         if extra:
             body["extra_body"] = dict(extra)
         return body
@@ -65,13 +69,15 @@ def _reply(completion: Any, rate_headers: dict[str, str]) -> ProviderReply:
         if getattr(choice.message, "refusal", None):
             finish = "refusal"  # the provider refused: an answer of the model's, scored as given
         usage = completion.usage
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return ProviderReply(
             text=text,
             model_version=completion.model or "",
-            input_tokens=int(usage.prompt_tokens) if usage else 0,
+            input_tokens=int(usage.prompt_tokens) if usage else 0,   # cached tokens included
             output_tokens=int(usage.completion_tokens) if usage else 0,
             finish_reason=str(finish),
             rate_headers=rate_headers,
+            cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         )
     except (AttributeError, IndexError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None

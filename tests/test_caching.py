@@ -1,0 +1,185 @@
+"""Prompt caching: cached tokens priced and recorded, the fake's caching semantics, cache-first requests."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from prefray.engine.calls.batch.tier import tier_cost
+from prefray.engine.calls.pricing import cache_saving, cacheable_tokens, call_cost, expected_cache, max_call_cost
+from prefray.engine.calls.providers.caching import anthropic_breakpoint, prefix_text, prompt_cache_key
+from prefray.engine.results.aggregate import ledger
+from prefray.engine.rundir.paid import PAID_SCHEMA, PaidLog, read_paid
+from prefray.engine.types import ChatRequest, ModelSpec, cache_through
+from prefray.fakellm import answers
+from prefray.fakellm.prompt_cache import PromptCache
+
+OPENAI = ModelSpec(name="o", provider="openai", model_id="gpt", price_input_per_mtok=2.0,
+                   price_output_per_mtok=8.0, price_cache_read_per_mtok=0.5, batch_discount=0.5)
+CLAUDE = ModelSpec(name="c", provider="anthropic", model_id="claude", price_input_per_mtok=3.0,
+                   price_output_per_mtok=15.0, price_cache_read_per_mtok=0.3, price_cache_write_per_mtok=3.75,
+                   batch_discount=0.5)
+MEMORY = "".join(f"- I remember fact number {i} about the user.\n" for i in range(150))   # ~6,600 characters
+
+
+# -- prices ------------------------------------------------------------------------------------
+def test_cached_tokens_are_priced_apart_from_the_other_input():
+    # 10,000 input tokens of which 6,000 read and 1,000 written; 500 output
+    assert call_cost(CLAUDE, 10_000, 500, 6_000, 1_000) == pytest.approx(
+        (3_000 * 3.0 + 6_000 * 0.3 + 1_000 * 3.75 + 500 * 15.0) / 1e6)
+    assert call_cost(OPENAI, 10_000, 0, 8_192) == pytest.approx((1_808 * 2.0 + 8_192 * 0.5) / 1e6)
+    assert call_cost(OPENAI, 10_000, 500) == pytest.approx((10_000 * 2.0 + 500 * 8.0) / 1e6)   # unchanged
+    no_price = ModelSpec(name="x", provider="openai", model_id="x", price_input_per_mtok=2.0)
+    assert call_cost(no_price, 10_000, 0, 8_000) == call_cost(no_price, 10_000, 0)   # null: the input price
+    assert cache_saving(CLAUDE, 6_000, 1_000) == pytest.approx((6_000 * 2.7 - 1_000 * 0.75) / 1e6)
+
+
+def test_the_batch_discount_applies_to_the_cached_prices_too():
+    assert tier_cost(CLAUDE, 10_000, 500, "batch", 6_000, 1_000) == pytest.approx(
+        0.5 * call_cost(CLAUDE, 10_000, 500, 6_000, 1_000))
+
+
+def test_a_marked_prefix_reserves_the_write_price_where_writes_cost_more():
+    plain = ChatRequest(({"role": "user", "content": MEMORY},), params={"max_tokens": 10})
+    marked = ChatRequest(({"role": "user", "content": MEMORY},), params={"max_tokens": 10}, cache_prefix=len(MEMORY))
+    assert max_call_cost(CLAUDE, marked) > max_call_cost(CLAUDE, plain)
+    assert max_call_cost(OPENAI, marked) == max_call_cost(OPENAI, plain)   # OpenAI bills no write
+
+
+def test_expected_cache_for_the_plan():
+    assert cacheable_tokens(OPENAI, 1_000) == 0
+    assert cacheable_tokens(OPENAI, 1_300) == 1_280              # steps of 128 past 1,024
+    assert cacheable_tokens(CLAUDE, 1_300) == 1_300              # up to the breakpoint
+    # 117 calls of one BenchPreS profile: 2,000-token memory, 2,100 tokens each
+    got = expected_cache(OPENAI, 117, 2_000, 2_100)
+    assert got.hit_rate == pytest.approx(116 * 1_920 / (117 * 2_100))
+    assert got.cost_usd == pytest.approx(call_cost(OPENAI, 117 * 2_100, 0, 116 * 1_920))
+    assert got.saved_usd == pytest.approx(116 * 1_920 * 1.5 / 1e6)
+    claude = expected_cache(CLAUDE, 3, 2_000, 2_100)
+    assert claude.cost_usd == pytest.approx(call_cost(CLAUDE, 6_300, 0, 4_000, 2_000))
+    assert expected_cache(OPENAI, 1, 2_000, 2_100).hit_rate == 0.0
+
+
+# -- requests built cache-first ----------------------------------------------------------------
+def test_the_anthropic_breakpoint_splits_the_text_without_changing_it():
+    tail = "Recipient: the bank.\nTask: ask for a loan."
+    request = ChatRequest(({"role": "user", "content": MEMORY + tail},), system="Be brief.",
+                          cache_prefix=cache_through("Be brief.", ({"role": "user", "content": MEMORY + tail},), MEMORY))
+    assert request.cache_prefix == len("Be brief.") + len(MEMORY)
+    assert prefix_text(request) == "Be brief." + MEMORY
+    system, messages = anthropic_breakpoint(CLAUDE, request)
+    assert system == "Be brief."
+    blocks = messages[0]["content"]
+    assert blocks[0]["cache_control"] == {"type": "ephemeral"} and blocks[0]["text"] == MEMORY
+    assert answers.content_text(blocks) == MEMORY + tail     # the same text, so the same answer
+    assert request.messages[0]["content"] == MEMORY + tail     # the request itself is left as it was
+    short = ChatRequest(({"role": "user", "content": "short" + tail},), cache_prefix=5)
+    assert anthropic_breakpoint(CLAUDE, short)[1][0]["content"] == "short" + tail   # below the minimum: no mark
+    in_system = ChatRequest(({"role": "user", "content": tail},), system=MEMORY, cache_prefix=len(MEMORY))
+    system, _ = anthropic_breakpoint(CLAUDE, in_system)
+    assert system == [{"type": "text", "text": MEMORY, "cache_control": {"type": "ephemeral"}}]
+
+
+def test_the_prompt_cache_key_comes_from_the_prefix_and_leaves_the_hashes_alone():
+    def request(tail: str) -> ChatRequest:
+        return ChatRequest(({"role": "user", "content": MEMORY + tail},), cache_prefix=len(MEMORY))
+
+    a, b = request("one"), request("two")
+    assert prompt_cache_key(OPENAI, a) == prompt_cache_key(OPENAI, b) is not None
+    assert MEMORY[:20] not in prompt_cache_key(OPENAI, a)
+    assert prompt_cache_key(OPENAI, ChatRequest(({"role": "user", "content": MEMORY},))) is None
+    other = ModelSpec(name="g", provider="openai", model_id="g", base_url="https://example.org/v1")
+    assert prompt_cache_key(other, a) is None          # an endpoint not known to take the parameter
+    unmarked = ChatRequest(({"role": "user", "content": MEMORY + "one"},))
+    assert a.prompt_hash("m") == unmarked.prompt_hash("m") and a.content_hash("m") == unmarked.content_hash("m")
+
+
+# -- the fake's semantics ------------------------------------------------------------------------
+def test_fake_openai_caches_prefixes_of_1024_tokens_and_more_in_steps_of_128():
+    cache = PromptCache(lifetime_s=300, min_tokens=1024)
+    tail = "x" * 400
+    messages = [{"role": "user", "content": MEMORY + tail}]
+    tokens = answers.count_tokens(MEMORY + tail)
+    assert cache.openai("m", messages, tokens).read == 0          # first sight: written, nothing read
+    second = cache.openai("m", [{"role": "user", "content": MEMORY + "y" * 400}], tokens).read
+    shared = answers.count_tokens("user:" + MEMORY)
+    assert second >= 1024 and (second - 1024) % 128 == 0 and shared - 128 < second <= shared
+    assert cache.openai("other", messages, tokens).read == 0       # per model
+    short = [{"role": "user", "content": "z" * 2000}]
+    assert cache.openai("m", short, 500).read == 0 and cache.openai("m", short, 500).read == 0
+
+
+def test_fake_anthropic_reads_and_writes_at_breakpoints_and_forgets_after_the_lifetime(monkeypatch):
+    import prefray.fakellm.prompt_cache as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    cache = PromptCache(lifetime_s=300, min_tokens=1024)
+    marked = [{"role": "user", "content": [{"type": "text", "text": MEMORY, "cache_control": {"type": "ephemeral"}},
+                                           {"type": "text", "text": "Task one."}]}]
+    first = cache.anthropic("c", None, marked)
+    assert first.read == 0 and first.written > 1024
+    second = cache.anthropic("c", None, marked)
+    assert (second.read, second.written) == (first.written, 0)
+    now[0] += 299                                               # each read refreshes the lifetime
+    assert cache.anthropic("c", None, marked).read == first.written
+    now[0] += 301
+    assert cache.anthropic("c", None, marked).read == 0         # expired: written again
+    unmarked = [{"role": "user", "content": MEMORY + "Task one."}]
+    assert cache.anthropic("c", None, unmarked).read == 0 and cache.anthropic("c", None, unmarked).written == 0
+    short = [{"role": "user", "content": [{"type": "text", "text": "tiny", "cache_control": {"type": "ephemeral"}}]}]
+    assert cache.anthropic("c", None, short).written == 0       # below the minimum cacheable length
+
+
+# -- replies read and the ledger -----------------------------------------------------------------
+def test_provider_replies_keep_cached_tokens_apart():
+    from anthropic.types import Message
+    from openai.types.chat import ChatCompletion
+
+    from prefray.engine.calls.providers.anthropic_messages import _reply as anthropic_reply
+    from prefray.engine.calls.providers.openai_chat import _reply as openai_reply
+
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5000, "completion_tokens": 7, "total_tokens": 5007,
+                  "prompt_tokens_details": {"cached_tokens": 4096}}})
+    reply = openai_reply(completion, {})
+    assert (reply.input_tokens, reply.cache_read_tokens, reply.cache_write_tokens) == (5000, 4096, 0)
+    message = Message.model_validate({
+        "id": "m", "type": "message", "role": "assistant", "model": "claude", "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "hi"}],
+        "usage": {"input_tokens": 50, "output_tokens": 7, "cache_read_input_tokens": 3000,
+                  "cache_creation_input_tokens": 200}})
+    reply = anthropic_reply(message, {})
+    assert (reply.input_tokens, reply.cache_read_tokens, reply.cache_write_tokens) == (3250, 3000, 200)
+
+
+def test_the_ledger_records_cached_tokens_and_reads_ledgers_written_before_them(tmp_path):
+    run = tmp_path / "run"
+    (run / "ledger").mkdir(parents=True)
+    old = pa.table({name: pa.array([None], PAID_SCHEMA.field(name).type) for name in PAID_SCHEMA.names[:8]})
+    old = old.set_column(0, "provider", pa.array(["openai"])).set_column(1, "model_id", pa.array(["gpt"]))
+    old = old.set_column(3, "outcome", pa.array(["ok"])).set_column(4, "input_tokens", pa.array([100]))
+    pq.write_table(old.set_column(6, "cost_usd", pa.array([0.5])), run / "ledger" / "paid-old.parquet")
+    log = PaidLog(run, "gateway-x")
+    log.record("openai", "gpt", "h", "sent", 0, 0, 0.0)
+    log.record("openai", "gpt", "h", "ok", 5000, 10, call_cost(OPENAI, 5000, 10, 4096), 4096, 0,
+               cache_saving(OPENAI, 4096, 0))
+    log.close()
+    paid = read_paid(run)
+    assert sorted(paid["cache_read_tokens"].to_pylist(), key=str) == [0, 4096, None]
+    rows = pa.table({"request_hash": ["h"], "model_id": ["gpt"], "provider": ["openai"], "stage": ["generate"],
+                     "cached": [False], "status": ["ok"], "input_tokens": [5000], "output_tokens": [10],
+                     "cost_usd": [0.0]})
+    costs = ledger(rows, paid).to_pylist()
+    assert sum(r["cache_read_tokens"] for r in costs) == 4096
+    assert sum(r["cost_usd"] for r in costs) == pytest.approx(0.5 + call_cost(OPENAI, 5000, 10, 4096))
+    stage = next(r for r in costs if r["stage"] == "generate")
+    assert stage["cache_hit_rate"] == pytest.approx(4096 / 5000)
+    assert stage["cache_saved_usd"] == pytest.approx(4096 * 1.5 / 1e6)
+    line = json.loads(log.path.read_text().splitlines()[-1])
+    assert (line["cache_read_tokens"], line["cache_write_tokens"]) == (4096, 0)
