@@ -66,8 +66,8 @@ def test_expected_cache_for_the_plan():
 # -- requests built cache-first ----------------------------------------------------------------
 def test_the_anthropic_breakpoint_splits_the_text_without_changing_it():
     tail = "Recipient: the bank.\nTask: ask for a loan."
-    request = ChatRequest(({"role": "user", "content": MEMORY + tail},), system="Be brief.",
-                          cache_prefix=cache_through("Be brief.", ({"role": "user", "content": MEMORY + tail},), MEMORY))
+    messages = ({"role": "user", "content": MEMORY + tail},)
+    request = ChatRequest(messages, system="Be brief.", cache_prefix=cache_through("Be brief.", messages, MEMORY))
     assert request.cache_prefix == len("Be brief.") + len(MEMORY)
     assert prefix_text(request) == "Be brief." + MEMORY
     system, messages = anthropic_breakpoint(CLAUDE, request)
@@ -183,3 +183,47 @@ def test_the_ledger_records_cached_tokens_and_reads_ledgers_written_before_them(
     assert stage["cache_saved_usd"] == pytest.approx(4096 * 1.5 / 1e6)
     line = json.loads(log.path.read_text().splitlines()[-1])
     assert (line["cache_read_tokens"], line["cache_write_tokens"]) == (4096, 0)
+
+
+# -- n samples per request -----------------------------------------------------------------------
+def test_a_units_samples_are_grouped_by_prompt_and_consecutive_seeds():
+    from prefray.engine.calls.samples import sample_groups
+
+    spec = ModelSpec(name="o", provider="openai", model_id="gpt", samples_per_request=3)
+
+    def ask(prompt: str, seed: int | None) -> ChatRequest:
+        return ChatRequest(({"role": "user", "content": prompt},), seed=seed)
+
+    requests = [ask("a", 0), ask("b", 0), ask("a", 1), ask("a", 2), ask("a", 3), ask("b", 1), ask("c", None),
+                ask("b", 5)]
+    assert sample_groups(spec, requests) == [[0, 2, 3], [1, 5], [4], [6], [7]]
+    one = ModelSpec(name="o", provider="openai", model_id="gpt")
+    assert sample_groups(one, requests) == [[i] for i in range(8)]
+
+
+def test_n_choices_split_into_samples_with_the_input_billed_once():
+    from prefray.engine.calls.samples import split_choices, split_output
+    from prefray.engine.types import CallResult
+
+    assert split_output(10, ["aaaa", "aaaa", "aa"]) == [4, 4, 2] and sum(split_output(7, ["a", "bb", "ccc"])) == 7
+    result = CallResult(status="ok", text="first", finish_reason="stop", input_tokens=5000, output_tokens=9,
+                        cache_read_tokens=4096, more=[("second", "length"), ("third", "stop")], tries=1,
+                        cost_usd=call_cost(OPENAI, 5000, 9, 4096), cache_saved_usd=cache_saving(OPENAI, 4096, 0))
+    samples = split_choices(OPENAI, result, 3)
+    assert [s.text for s in samples] == ["first", "second", "third"]
+    assert [s.input_tokens for s in samples] == [5000, 0, 0] and sum(s.output_tokens for s in samples) == 9
+    assert samples[1].truncated and not samples[0].truncated
+    assert sum(s.cost_usd for s in samples) == pytest.approx(result.cost_usd)
+    assert all(not s.more for s in samples)
+    short = split_choices(OPENAI, result, 4)
+    assert short[3].status == "failed" and short[3].cause == "bad_response"
+    failed = split_choices(OPENAI, CallResult(status="failed", cause="rate_limit", tries=4), 3)
+    assert [(s.status, s.cause) for s in failed] == [("failed", "rate_limit")] * 3
+
+
+def test_samples_per_request_is_refused_for_anthropic():
+    with pytest.raises(ValueError, match="samples_per_request=20 needs a provider that takes n"):
+        ModelSpec.from_config({"name": "c", "provider": "anthropic", "model_id": "c", "samples_per_request": 20})
+    asking = ChatRequest(({"role": "user", "content": "x"},), params={"max_tokens": 10}, n=20)
+    estimated_input = int(asking.estimated_input_tokens() * 1.25) + 1
+    assert max_call_cost(OPENAI, asking) == pytest.approx(call_cost(OPENAI, estimated_input, 20 * 10))   # input once

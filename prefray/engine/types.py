@@ -63,6 +63,9 @@ class ChatRequest:
     # judge's instructions and the answer under judgment. The provider marks their end for its
     # prompt cache (engine/calls/providers/caching.py); it changes no text, hash or answer.
     cache_prefix: int = field(default=0, compare=False)
+    # Choices asked in this one request (the samples of a unit, engine/calls/samples.py); like
+    # cache_prefix, not part of the request's hashes: each sample is stored and hashed as its own.
+    n: int = field(default=1, compare=False)
     # hashes computed so far, by (kind, model id): a call's request is hashed for its row, the
     # request store, the paid record and the journal (not an init field: `replace` starts afresh)
     _hashes: dict[tuple[str, str], str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -128,6 +131,8 @@ class CallResult:
     finish_reason: str = ""   # the provider's own finish/stop reason ("stop", "length", "end_turn", ...)
     truncated: bool = False   # the answer was cut by the output budget (finish reason length/max_tokens)
     cache_saved_usd: float = 0.0  # what the prompt cache saved on this call (negative: writes cost more)
+    # the other choices (text, finish reason) of a request asking n, until split per sample
+    more: list[tuple[str, str]] = field(default_factory=list)
 
 
 def cache_through(system: str | None, messages: tuple[dict[str, str], ...], repeated: str | None) -> int:

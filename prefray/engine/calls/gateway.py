@@ -27,6 +27,7 @@ from prefray.engine.calls.pricing import Calibration, cache_saving, call_cost, m
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
+from prefray.engine.calls.samples import sample_groups, split_choices, with_n
 from prefray.engine.rundir.journal import AnswerJournal, unfinished_batches
 from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
@@ -84,6 +85,30 @@ class _Lane:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
                                   counted=result is not None)
 
+    async def call_samples(self, requests: list[ChatRequest], budget: Any = None, tag: str = "",
+                           batch: str = "") -> list[CallResult]:
+        """The samples of one unit (same prompt, consecutive seeds) in one request asking n of them
+        (engine/calls/samples.py), through the lane's gate like one call."""
+        if len(requests) == 1:
+            return [await self.call(requests[0], budget, tag, batch)]
+        started = time.time()
+        probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
+        if self.gate.stopped:
+            return [_lane_stopped(self.gate, started) for _ in requests]
+        result = None
+        try:
+            result = await self._paid_call(with_n(requests[0], len(requests)), budget, started, calibrating=probe,
+                                           tag=tag)
+            results = split_choices(self.spec, result, len(requests))
+            if self.journal is not None:
+                for request, one in zip(requests, results):
+                    if one.status == "ok":
+                        self.journal.record(self.spec.model_id, request, one, batch)
+            return results
+        finally:
+            await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
+                                  counted=result is not None)
+
     async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool,
                          tag: str = "") -> CallResult:
         """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
@@ -136,6 +161,7 @@ class _Lane:
                         cache_read_tokens=reply.cache_read_tokens, cache_write_tokens=reply.cache_write_tokens,
                         latency_s=done - sent, started_at=started, finished_at=done,
                         finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS,
+                        more=reply.more,
                     )
                     await self.limits.reconcile(estimate, reply.input_tokens)
                     await self.limits.answered(result.latency_s, reply.rate_headers)
@@ -237,7 +263,11 @@ class Gateway:
         lane.paid = self.paid.get(run_dir) if run_dir is not None else None
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         earlier = self._answered_before(run_dir, batch)
-        results = list(await asyncio.gather(*(self._counted(lane, r, budget, tag, batch, earlier) for r in requests)))
+        if spec.samples_per_request > 1:
+            results = await self._samples_batch(lane, requests, budget, tag, batch, earlier)
+        else:
+            results = list(await asyncio.gather(*(self._counted(lane, r, budget, tag, batch, earlier)
+                                                  for r in requests)))
         if batch and lane.journal is not None:
             lane.journal.batch_done(batch)
         return results
@@ -262,6 +292,31 @@ class Gateway:
             self.counts[tag] = (done + 1, failed + (result.status != "ok"),
                                 tokens + result.input_tokens + result.output_tokens, cost + result.cost_usd)
         return result
+
+    async def _samples_batch(self, lane: _Lane, requests: list[ChatRequest], budget: Any, tag: str | None,
+                             batch: str, earlier: dict[str, Any]) -> list[CallResult]:
+        """A batch whose units' samples go several to a request (engine/calls/samples.py)."""
+        results: list[CallResult | None] = [None] * len(requests)
+        for i, request in enumerate(requests):   # answered by an earlier life of this actor
+            queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
+            if queue:
+                results[i] = queue.popleft()
+        todo = [i for i, r in enumerate(results) if r is None]
+        groups = [[todo[j] for j in g] for g in sample_groups(lane.spec, [requests[i] for i in todo])]
+        answers = await asyncio.gather(*(lane.call_samples([requests[i] for i in g], budget, tag or "", batch)
+                                         for g in groups))
+        for group, answered in zip(groups, answers):
+            for i, result in zip(group, answered):
+                results[i] = result
+        for result in results:
+            self._tally(tag, result)
+        return results  # type: ignore[return-value]
+
+    def _tally(self, tag: str | None, result: CallResult) -> None:
+        if tag is not None:
+            done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
+            self.counts[tag] = (done + 1, failed + (result.status != "ok"),
+                                tokens + result.input_tokens + result.output_tokens, cost + result.cost_usd)
 
     async def tallies(self) -> dict[str, tuple[int, int, int, float]]:
         """Calls finished so far per tag: (done, failed, tokens, dollars), cumulative."""

@@ -58,10 +58,11 @@ def max_call_cost(spec: ModelSpec, request: ChatRequest, input_ratio: float = 1.
     """What one call can cost at most (the amount reserved before sending it); `input_ratio` is
     the model's learned ratio of reported to estimated input tokens."""
     estimated_input = int(request.estimated_input_tokens() * INPUT_MARGIN * max(1.0, input_ratio)) + 1
+    output = max_output_tokens(request) * max(1, request.n)   # every choice of a request asking n
     if request.cache_prefix and cache_write_price(spec) > spec.price_input_per_mtok:
         # a marked prefix may be written to the cache, at most all of the input at the write price
-        return call_cost(spec, estimated_input, max_output_tokens(request), cache_write_tokens=estimated_input)
-    return call_cost(spec, estimated_input, max_output_tokens(request))
+        return call_cost(spec, estimated_input, output, cache_write_tokens=estimated_input)
+    return call_cost(spec, estimated_input, output)
 
 
 # How long a provider keeps a cached prefix after its last use (OpenAI: 5 to 10 minutes of

@@ -182,6 +182,14 @@ class ModelSpec:
                                        "share of the price saved at the batch tier")
     # false: an option that exists for a paper's lineup (`model=paper`) and is left out of `model=all`.
     in_all: bool = key(boolean(), True, "included in model=all")
+    # A unit's k samples go as ceil(k / samples_per_request) requests with `n` (OpenAI chat
+    # completions; Anthropic has no `n`): input billed once per request (engine/calls/samples.py).
+    samples_per_request: int = key(integer(1, 128), 1, "samples asked in one request with n (OpenAI only)")
+
+    def __post_init__(self) -> None:
+        if self.samples_per_request > 1 and self.provider != "openai":
+            raise ValueError(f"samples_per_request={self.samples_per_request} needs a provider that takes n "
+                             f"(openai); {self.provider} answers one sample per request")
 
     @property
     def endpoint_key(self) -> str:

@@ -503,6 +503,12 @@ class ShardSender:
             await self.add(p)
 
     async def add(self, pending: Pending) -> None:
+        if self.spec.samples_per_request > 1:
+            # a unit's samples go to one shard (one request asks several: engine/calls/samples.py)
+            if len(self.shard) >= self.size and _unit_of(pending) != _unit_of(self.shard[-1]):
+                await self.flush()
+            self.shard.append(pending)
+            return
         self.shard.append(pending)
         if len(self.shard) >= self.size:
             await self.flush()
@@ -548,6 +554,11 @@ class ShardSender:
             await asyncio.gather(*list(self.running))
         if self.error is not None:
             raise self.error
+
+
+def _unit_of(pending: Pending) -> tuple[str, str]:
+    """The unit a pending sample belongs to (its samples differ only in `sample`)."""
+    return pending.unit.instance_id, pending.unit.item
 
 
 def try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:

@@ -25,6 +25,7 @@ class ProviderReply:
     rate_headers: dict[str, str] = field(default_factory=dict)  # the reply's rate-limit headers
     cache_read_tokens: int = 0    # of input_tokens: read from the provider's prompt cache
     cache_write_tokens: int = 0   # of input_tokens: written to it
+    more: list[tuple[str, str]] = field(default_factory=list)   # choices after the first (text, finish reason)
 
 
 # Finish reasons that mean the answer was cut by the output budget (OpenAI, Anthropic).

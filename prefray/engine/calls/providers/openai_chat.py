@@ -37,6 +37,8 @@ class OpenAIChat:
         body.update(params)
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.n > 1:
+            body["n"] = request.n
         if request.json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -63,11 +65,13 @@ class OpenAIChat:
 
 def _reply(completion: Any, rate_headers: dict[str, str]) -> ProviderReply:
     try:
-        choice = completion.choices[0]
+        choice = min(completion.choices, key=lambda c: c.index)
         text = choice.message.content or ""
         finish = choice.finish_reason or ""
         if getattr(choice.message, "refusal", None):
             finish = "refusal"  # the provider refused: an answer of the model's, scored as given
+        more = [(c.message.content or "", "refusal" if getattr(c.message, "refusal", None) else
+                 str(c.finish_reason or "")) for c in sorted(completion.choices, key=lambda c: c.index)[1:]]
         usage = completion.usage
         details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return ProviderReply(
@@ -78,6 +82,7 @@ def _reply(completion: Any, rate_headers: dict[str, str]) -> ProviderReply:
             finish_reason=str(finish),
             rate_headers=rate_headers,
             cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+            more=more,
         )
     except (AttributeError, IndexError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None
