@@ -98,18 +98,31 @@ def test_the_prompt_cache_key_comes_from_the_prefix_and_leaves_the_hashes_alone(
 
 
 # -- the fake's semantics ------------------------------------------------------------------------
+def ask(cache: PromptCache, route: str, *args):
+    """One request to the fake's cache: looked up on arrival, kept once answered."""
+    use = getattr(cache, route)(*args)
+    cache.answered(use)
+    return use
+
+
 def test_fake_openai_caches_prefixes_of_1024_tokens_and_more_in_steps_of_128():
     cache = PromptCache(lifetime_s=300, min_tokens=1024)
     tail = "x" * 400
     messages = [{"role": "user", "content": MEMORY + tail}]
     tokens = answers.count_tokens(MEMORY + tail)
-    assert cache.openai("m", messages, tokens).read == 0          # first sight: written, nothing read
-    second = cache.openai("m", [{"role": "user", "content": MEMORY + "y" * 400}], tokens).read
+    assert ask(cache, "openai", "m", messages, tokens).read == 0          # first sight: nothing read
+    second = ask(cache, "openai", "m", [{"role": "user", "content": MEMORY + "y" * 400}], tokens).read
     shared = answers.count_tokens("user:" + MEMORY)
     assert second >= 1024 and (second - 1024) % 128 == 0 and shared - 128 < second <= shared
-    assert cache.openai("other", messages, tokens).read == 0       # per model
+    assert ask(cache, "openai", "other", messages, tokens).read == 0       # per model
     short = [{"role": "user", "content": "z" * 2000}]
-    assert cache.openai("m", short, 500).read == 0 and cache.openai("m", short, 500).read == 0
+    assert ask(cache, "openai", "m", short, 500).read == 0 and ask(cache, "openai", "m", short, 500).read == 0
+    # requests arriving together, before the first is answered, all miss
+    fresh = [{"role": "user", "content": "w" * 8000}]
+    first, second = cache.openai("m", fresh, 2000), cache.openai("m", fresh, 2000)
+    assert first.read == second.read == 0
+    cache.answered(first)
+    assert cache.openai("m", fresh, 2000).read > 0
 
 
 def test_fake_anthropic_reads_and_writes_at_breakpoints_and_forgets_after_the_lifetime(monkeypatch):
@@ -120,18 +133,19 @@ def test_fake_anthropic_reads_and_writes_at_breakpoints_and_forgets_after_the_li
     cache = PromptCache(lifetime_s=300, min_tokens=1024)
     marked = [{"role": "user", "content": [{"type": "text", "text": MEMORY, "cache_control": {"type": "ephemeral"}},
                                            {"type": "text", "text": "Task one."}]}]
-    first = cache.anthropic("c", None, marked)
+    first = ask(cache, "anthropic", "c", None, marked)
     assert first.read == 0 and first.written > 1024
-    second = cache.anthropic("c", None, marked)
+    second = ask(cache, "anthropic", "c", None, marked)
     assert (second.read, second.written) == (first.written, 0)
     now[0] += 299                                               # each read refreshes the lifetime
-    assert cache.anthropic("c", None, marked).read == first.written
+    assert ask(cache, "anthropic", "c", None, marked).read == first.written
     now[0] += 301
-    assert cache.anthropic("c", None, marked).read == 0         # expired: written again
+    assert ask(cache, "anthropic", "c", None, marked).read == 0         # expired: written again
     unmarked = [{"role": "user", "content": MEMORY + "Task one."}]
-    assert cache.anthropic("c", None, unmarked).read == 0 and cache.anthropic("c", None, unmarked).written == 0
+    plain = ask(cache, "anthropic", "c", None, unmarked)
+    assert plain.read == plain.written == 0
     short = [{"role": "user", "content": [{"type": "text", "text": "tiny", "cache_control": {"type": "ephemeral"}}]}]
-    assert cache.anthropic("c", None, short).written == 0       # below the minimum cacheable length
+    assert ask(cache, "anthropic", "c", None, short).written == 0       # below the minimum cacheable length
 
 
 # -- replies read and the ledger -----------------------------------------------------------------
@@ -227,3 +241,51 @@ def test_samples_per_request_is_refused_for_anthropic():
     asking = ChatRequest(({"role": "user", "content": "x"},), params={"max_tokens": 10}, n=20)
     estimated_input = int(asking.estimated_input_tokens() * 1.25) + 1
     assert max_call_cost(OPENAI, asking) == pytest.approx(call_cost(OPENAI, estimated_input, 20 * 10))   # input once
+
+
+def test_samples_per_request_on_anthropic_is_refused_before_anything_runs(tmp_path):
+    from tests.conftest import refused_here
+
+    done = refused_here("model=fake-anthropic", "judge=fake", "benchmark=prisk_narrowing", "limit=1",
+                        "model.samples_per_request=20", f"run.dir={tmp_path / 'run'}")
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "samples_per_request=20 needs a provider that takes n" in lines[0], done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_cold_prefix_is_sent_once_before_the_requests_that_share_it():
+    import asyncio
+
+    from prefray.engine.calls.cache_order import WarmPrefixes, prefix_first
+
+    spec = ModelSpec(name="c", provider="anthropic", model_id="c")
+    warm = WarmPrefixes(spec)
+    shared = [ChatRequest(({"role": "user", "content": MEMORY + f"task {i}"},), cache_prefix=len(MEMORY))
+              for i in range(4)]
+    alone = ChatRequest(({"role": "user", "content": "no prefix"},))
+    requests = [shared[0], alone, *shared[1:]]
+    started: list[str] = []
+
+    async def run() -> list[str]:
+        release = asyncio.Event()
+
+        async def call(request: ChatRequest) -> str:
+            name = request.messages[0]["content"][-6:]
+            started.append(name)
+            if name == "task 0":
+                await release.wait()      # the leader answers only once released
+            return name
+
+        job = asyncio.ensure_future(prefix_first(requests, [warm.key(r) for r in requests], warm, call))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == ["task 0", "prefix"]     # the followers wait for the leader; the rest goes
+        release.set()
+        return await job
+
+    assert asyncio.run(run()) == ["task 0", "prefix", "task 1", "task 2", "task 3"]
+    assert sorted(started[2:]) == ["task 1", "task 2", "task 3"]
+    started.clear()
+    asyncio.run(prefix_first(shared, [warm.key(r) for r in shared], warm, lambda r: asyncio.sleep(0, "x")))
+    assert not warm.cold(warm.key(shared[0]))       # warm now: the next batch goes out at once

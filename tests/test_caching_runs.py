@@ -86,3 +86,18 @@ def _get(server, path: str) -> str:
 
     with urllib.request.urlopen(f"{server.anthropic_url}{path}", timeout=5) as response:
         return response.read().decode()
+
+
+def test_on_the_anthropic_route_a_profiles_memory_is_written_once_then_read(run_cli, make_fake_server, tmp_path):
+    server = make_fake_server("--latency", "0.2")      # requests arriving together would all miss
+    run_dir = tmp_path / "run"
+    run_cli("benchmark=benchpres", "condition=default", "model=fake-anthropic", "judge=fake",
+            *server.model_overrides(), f"run.dir={run_dir}", "benchmark.samples=3", "benchmark.data.source=hub",
+            f"benchmark.data.path={hub_file(tmp_path)}", "run.cache=false")
+    stats = server.stats()
+    # 4 contexts x 3 samples share the memory: the first request writes it, the 11 others read it
+    assert stats["cache_control_requests"] == 12
+    assert stats["cache_write_tokens"] > 1024 and stats["cache_read_tokens"] == 11 * stats["cache_write_tokens"]
+    generation = [r for r in costs(run_dir) if r["stage"] == "generate"]
+    assert sum(int(r["cache_read_tokens"]) for r in generation) == stats["cache_read_tokens"]
+    assert sum(int(r["cache_write_tokens"]) for r in generation) == stats["cache_write_tokens"]

@@ -6,7 +6,11 @@ system prompt and messages in order, each as "<role>:<text>\\n" (system first).
 OpenAI (automatic prefix caching): a prompt of at least `min_tokens` (1,024) tokens is cached in
 steps of 128 tokens: after a request, every prefix of 1,024 + 128·k tokens of it is kept for
 `lifetime_s`; the next request reports as `cached_tokens` the longest kept prefix it starts with
-(each hit refreshes its lifetime). `prompt_cache_key` is accepted and counted; it does not change
+(each hit refreshes its lifetime).
+
+Both look up the cache when a request arrives and write it when its answer is ready (after the
+server's latency), as a provider computes a prefix before it can keep it: requests that share a
+prefix and arrive together all miss. `prompt_cache_key` is accepted and counted; it does not change
 what hits (the fake runs one machine, so every request reaches the same cache).
 
 Anthropic (explicit breakpoints): blocks with `cache_control` (at most 4) mark prefixes. A marked
@@ -32,6 +36,7 @@ MAX_BREAKPOINTS = 4
 class CacheUse:
     read: int = 0      # tokens read from the cache
     written: int = 0   # tokens written to it (Anthropic reports them)
+    keep: list[str] = field(default_factory=list)   # prefixes to keep once the answer is ready
 
 
 @dataclass
@@ -55,6 +60,7 @@ class PromptCache:
         now = time.monotonic()
         longest = min(input_tokens, answers.count_tokens(text))
         cached = 0
+        keep: list[str] = []
         digest = hashlib.sha256(f"openai\x1f{model}\x1f".encode())
         done = 0
         for tokens in range(self.min_tokens, longest + 1, STEP_TOKENS):
@@ -63,8 +69,8 @@ class PromptCache:
             key = digest.copy().hexdigest()
             if self._alive(key, now):
                 cached = tokens
-            self.kept[key] = now + self.lifetime_s
-        return CacheUse(read=cached)
+            keep.append(key)
+        return CacheUse(read=cached, keep=keep)
 
     def anthropic(self, model: str, system: Any, messages: list[dict[str, Any]]) -> CacheUse:
         """Caching up to the request's `cache_control` breakpoints."""
@@ -92,16 +98,15 @@ class PromptCache:
         for tokens, key in reversed(marks):
             if self._alive(key, now):
                 read = tokens
-                self.kept[key] = now + self.lifetime_s
                 break
-        longest, key = marks[-1]
-        written = 0
-        if longest > read:
-            written = longest - read
-            for tokens, mark in marks:
-                if tokens > read:
-                    self.kept[mark] = now + self.lifetime_s
-        return CacheUse(read=read, written=written)
+        longest = marks[-1][0]
+        return CacheUse(read=read, written=max(0, longest - read), keep=[key for _, key in marks])
+
+    def answered(self, use: CacheUse) -> None:
+        """The request's answer is ready: its prefixes are kept (or refreshed) from now."""
+        until = time.monotonic() + self.lifetime_s
+        for key in use.keep:
+            self.kept[key] = until
 
     def clear(self) -> None:
         self.kept.clear()

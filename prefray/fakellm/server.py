@@ -219,9 +219,11 @@ class FakeProvider:
         self.stats.by_route["chat.completions"] += 1
         messages = body.get("messages", [])
         input_tokens = sum(answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        use = self.prompt_cache.openai(str(body.get("model")), messages, input_tokens)   # looked up on arrival
         refusal = await self._admit(body, input_tokens)
         if refusal is not None:
             return refusal
+        self.prompt_cache.answered(use)   # ... and kept once the answer is computed
         input_tokens = int(input_tokens * self.options.inflate_input)
         schema = _openai_schema(body)
         base_seed = body.get("seed")
@@ -234,7 +236,7 @@ class FakeProvider:
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
         self.stats.prompt_cache_keys += bool(body.get("prompt_cache_key"))
-        cached = self.prompt_cache.openai(str(body.get("model")), messages, input_tokens).read
+        cached = use.read
         self.stats.cache_read_tokens += cached
         self.stats.cache_read_tokens_by_model[str(body.get("model"))] += cached
         return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=False), data={
@@ -252,9 +254,11 @@ class FakeProvider:
         system = answers.content_text(body.get("system") or "")
         input_tokens = answers.count_tokens(system) + sum(
             answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        use = self.prompt_cache.anthropic(str(body.get("model")), body.get("system"), messages)
         refusal = await self._admit(body, input_tokens, anthropic=True)
         if refusal is not None:
             return refusal
+        self.prompt_cache.answered(use)
         input_tokens = int(input_tokens * self.options.inflate_input)
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         refused = _refused_keyword(schema)
@@ -265,7 +269,6 @@ class FakeProvider:
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        use = self.prompt_cache.anthropic(str(body.get("model")), body.get("system"), messages)
         read = min(use.read, input_tokens)
         written = min(use.written, input_tokens - read)
         self.stats.cache_read_tokens += read

@@ -21,6 +21,7 @@ from typing import Any
 
 import ray
 
+from prefray.engine.calls.cache_order import WarmPrefixes, prefix_first
 from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
 from prefray.engine.calls.pricing import Calibration, cache_saving, call_cost, max_call_cost, skipped_for_budget
@@ -63,6 +64,7 @@ class _Lane:
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
         self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
         self.driver = DriverWatch()   # the gateway's: once its driver is gone, nothing more is sent
+        self.warm = WarmPrefixes(spec)   # prefixes sent within the prompt cache's lifetime (cache_order.py)
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
@@ -266,8 +268,8 @@ class Gateway:
         if spec.samples_per_request > 1:
             results = await self._samples_batch(lane, requests, budget, tag, batch, earlier)
         else:
-            results = list(await asyncio.gather(*(self._counted(lane, r, budget, tag, batch, earlier)
-                                                  for r in requests)))
+            results = await prefix_first(requests, [lane.warm.key(r) for r in requests], lane.warm,
+                                         lambda r: self._counted(lane, r, budget, tag, batch, earlier))
         if batch and lane.journal is not None:
             lane.journal.batch_done(batch)
         return results
@@ -303,8 +305,8 @@ class Gateway:
                 results[i] = queue.popleft()
         todo = [i for i, r in enumerate(results) if r is None]
         groups = [[todo[j] for j in g] for g in sample_groups(lane.spec, [requests[i] for i in todo])]
-        answers = await asyncio.gather(*(lane.call_samples([requests[i] for i in g], budget, tag or "", batch)
-                                         for g in groups))
+        answers = await prefix_first(groups, [lane.warm.key(requests[g[0]]) for g in groups], lane.warm,
+                                     lambda g: lane.call_samples([requests[i] for i in g], budget, tag or "", batch))
         for group, answered in zip(groups, answers):
             for i, result in zip(group, answered):
                 results[i] = result
