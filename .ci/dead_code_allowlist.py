@@ -19,3 +19,7 @@ cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona
 _.expected_latency  # noqa: B018
 # A model key the sweep reads from the option file (config/sweep.py: all_options), not from ModelSpec.
 _.in_all  # noqa: B018
+# Prompt-cache counters of the fake provider, served by GET /stats (tests/test_caching_runs.py).
+_.prompt_cache_keys, _.cache_control_requests  # noqa: B018
+# The prompt cache a plan can expect (engine/calls/pricing.py), for prefray.plan and bench/cache_savings.py.
+expected_cache, _.hit_rate, _.saved_usd  # noqa: B018

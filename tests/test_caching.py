@@ -289,3 +289,25 @@ def test_a_cold_prefix_is_sent_once_before_the_requests_that_share_it():
     started.clear()
     asyncio.run(prefix_first(shared, [warm.key(r) for r in shared], warm, lambda r: asyncio.sleep(0, "x")))
     assert not warm.cold(warm.key(shared[0]))       # warm now: the next batch goes out at once
+
+
+def test_calls_csv_and_the_viewer_show_each_cells_hit_rate_and_saving(tmp_path):
+    import pyarrow.csv as pacsv
+
+    from prefray.engine.results.aggregate import summarize_calls
+    from prefray.view.data import RunData
+    from prefray.view.pages import overview_html
+
+    def row(stage: str, tokens: int, read: int, saved: float) -> dict:
+        return {"benchmark": "benchpres", "model": "gpt-4o", "condition": "default", "stage": stage, "judge": "",
+                "status": "ok", "input_tokens": tokens, "output_tokens": 10, "cost_usd": 0.01,
+                "cache_read_tokens": read, "cache_write_tokens": 0, "cache_saved_usd": saved}
+
+    calls = summarize_calls(pa.Table.from_pylist([row("generate", 1000, 900, 0.002), row("generate", 1000, 700, 0.001),
+                                                  row("judge", 500, 0, 0.0)]))
+    generate = next(r for r in calls.to_pylist() if r["stage"] == "generate")
+    assert generate["cache_hit_rate"] == pytest.approx(0.8) and generate["cache_saved_usd"] == pytest.approx(0.003)
+    pacsv.write_csv(calls, tmp_path / "calls.csv")
+    page = overview_html(RunData(tmp_path))
+    assert "Spending and the prompt cache" in page
+    assert "64.0%" in page and "0.0030" in page and "0.0300" in page     # 1600 of 2500 input tokens read
