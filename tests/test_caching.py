@@ -311,3 +311,19 @@ def test_calls_csv_and_the_viewer_show_each_cells_hit_rate_and_saving(tmp_path):
     page = overview_html(RunData(tmp_path))
     assert "Spending and the prompt cache" in page
     assert "64.0%" in page and "0.0030" in page and "0.0300" in page     # 1600 of 2500 input tokens read
+
+
+def test_benchpres_sends_a_profiles_calls_together_and_declares_its_shared_memory():
+    from types import SimpleNamespace
+
+    from prefray.benchmarks.benchpres.benchmark import by_profile, profile_prefixes
+
+    def inst(name: str, task: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, prompt=f"<memory>\n{name}'s memory\n</memory>\nTask: {task}")
+
+    instances = [inst("Ann", "a"), inst("Bo", "b"), inst("Ann", "c"), inst("Bo", "d"), inst("Cy", "e")]
+    assert [(i.name, i.prompt[-1]) for i in by_profile(instances)] == [("Ann", "a"), ("Ann", "c"), ("Bo", "b"),
+                                                                       ("Bo", "d"), ("Cy", "e")]
+    prefixes = profile_prefixes(instances)
+    assert prefixes["Ann"] == len("<memory>\nAnn's memory\n</memory>\nTask: ")
+    assert prefixes["Cy"] == len(instances[4].prompt)      # one context: its samples share the whole prompt

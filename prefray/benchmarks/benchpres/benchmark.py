@@ -43,6 +43,15 @@ from prefray.engine.types import ChatRequest, WorkUnit
 PROMPTS = Path(__file__).parent / "prompts"
 
 
+def by_profile(instances: Sequence[Any]) -> list[Any]:
+    """The instances with each profile's together, profiles in order of first appearance (the
+    loaders already yield them so; a hub file need not)."""
+    first: dict[str, int] = {}
+    for index, inst in enumerate(instances):
+        first.setdefault(inst.name, index)
+    return sorted(instances, key=lambda inst: first[inst.name])
+
+
 def profile_prefixes(instances: Sequence[Any]) -> dict[str, int]:
     """Per profile: the characters its prompts share from the start (the memory block, which the
     CIMemories template puts first), the part of its generation requests that repeats."""
@@ -126,7 +135,7 @@ class BenchPreS:
         its message and meta."""
         params = dict(ctx.job.settings.get("generation", {}))
         shared = profile_prefixes(ctx.instances)
-        for inst in ctx.instances:
+        for inst in by_profile(ctx.instances):   # a profile's calls together, within the cache's lifetime
             messages = ({"role": "user", "content": inst.prompt},)
             meta = _generation_meta(inst)
             for sample in range(int(ctx.job.settings.get("samples", 1))):
