@@ -327,3 +327,17 @@ def test_benchpres_sends_a_profiles_calls_together_and_declares_its_shared_memor
     prefixes = profile_prefixes(instances)
     assert prefixes["Ann"] == len("<memory>\nAnn's memory\n</memory>\nTask: ")
     assert prefixes["Cy"] == len(instances[4].prompt)      # one context: its samples share the whole prompt
+
+
+def test_the_plan_can_price_a_stages_requests_at_the_cached_prices():
+    from prefray.engine.calls.cache_order import expected_for
+
+    marked = [ChatRequest(({"role": "user", "content": MEMORY + f"task {i}"},), cache_prefix=len(MEMORY))
+              for i in range(10)]
+    plain = [ChatRequest(({"role": "user", "content": "short"},))]
+    got = expected_for(OPENAI, marked + plain)
+    each = marked[0].estimated_input_tokens()
+    group = expected_cache(OPENAI, 10, len(MEMORY) // 4, each)
+    assert got.cost_usd == pytest.approx(group.cost_usd + call_cost(OPENAI, plain[0].estimated_input_tokens(), 0))
+    assert got.hit_rate == pytest.approx(group.hit_rate * 10 * each / (10 * each + plain[0].estimated_input_tokens()))
+    assert 0.8 < got.hit_rate < 1 and got.saved_usd > 0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from prefray.engine.calls.pricing import CACHE_LIFETIME_S
+from prefray.engine.calls.pricing import CACHE_LIFETIME_S, CacheExpectation, call_cost, expected_cache
 from prefray.engine.calls.providers.caching import prefix_text
 from prefray.engine.types import ChatRequest, ModelSpec
 
@@ -81,3 +81,28 @@ async def prefix_first(items: Sequence[T], keys: Sequence[str | None], warm: War
         else:
             tasks.append(follow(item, key))
     return list(await asyncio.gather(*tasks))
+
+
+def expected_for(spec: ModelSpec, requests: Sequence[ChatRequest]) -> CacheExpectation:
+    """What a plan can expect from the prompt cache on these requests (one model, sent as the runner
+    sends them): requests grouped by their declared prefix, each group priced by `expected_cache`
+    at its requests' estimated input; requests without a cacheable prefix at the input price. The
+    OpenAI route also caches repeated prompts nobody declared; this counts only declared prefixes."""
+    warm = WarmPrefixes(spec)
+    groups: dict[str | None, list[ChatRequest]] = {}
+    for request in requests:
+        groups.setdefault(warm.key(request), []).append(request)
+    total = cost = uncached = 0.0
+    reads = 0.0
+    for key, members in groups.items():
+        inputs = [r.estimated_input_tokens() for r in members]
+        if key is None:
+            plain = call_cost(spec, sum(inputs), 0)
+            cost, uncached, total = cost + plain, uncached + plain, total + sum(inputs)
+            continue
+        mean = sum(inputs) / len(inputs)
+        got = expected_cache(spec, len(members), members[0].cache_prefix // 4, int(mean))
+        cost, uncached = cost + got.cost_usd, uncached + got.uncached_cost_usd
+        reads += got.hit_rate * len(members) * int(mean)
+        total += len(members) * int(mean)
+    return CacheExpectation(hit_rate=reads / total if total else 0.0, cost_usd=cost, uncached_cost_usd=uncached)

@@ -289,10 +289,7 @@ class Gateway:
         the batch's tag (job and stage) for live progress."""
         queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
         result = queue.popleft() if queue else await lane.call(request, budget, tag or "", batch)
-        if tag is not None:
-            done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
-            self.counts[tag] = (done + 1, failed + (result.status != "ok"),
-                                tokens + result.input_tokens + result.output_tokens, cost + result.cost_usd)
+        self._tally(tag, result)
         return result
 
     async def _samples_batch(self, lane: _Lane, requests: list[ChatRequest], budget: Any, tag: str | None,
@@ -315,6 +312,7 @@ class Gateway:
         return results  # type: ignore[return-value]
 
     def _tally(self, tag: str | None, result: CallResult) -> None:
+        """Count a finished call under its batch's tag (job and stage) for live progress."""
         if tag is not None:
             done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
             self.counts[tag] = (done + 1, failed + (result.status != "ok"),
