@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import signal
 import tempfile
 from pathlib import Path
 
 from _common import fake_server, launch
+from shared_limits import start_head
 
 GPT4O = ("price_input_per_mtok=2.5", "price_output_per_mtok=10.0", "price_cache_read_per_mtok=1.25",
          "price_cache_write_per_mtok=null")
@@ -60,24 +63,39 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=2, help="instances per benchmark (bundled samples)")
     parser.add_argument("--latency", type=float, default=0.05, help="the fake's seconds per answer")
+    parser.add_argument("--only", default="", help="comma-separated runs: benchpres, benchpres-long, cupid, ... "
+                                                   "(default: all)")
     args = parser.parse_args()
     temp = Path(tempfile.mkdtemp(prefix="prefray-cache-bench-"))
+    head, address = start_head(str(temp / "ray"))   # one Ray cluster for every launch
+    try:
+        run_all(args, temp, {"RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled"})
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait()
+
+
+def run_all(args: argparse.Namespace, temp: Path, env: dict[str, str]) -> None:
     profile = cimemories_profile(temp)
-    runs = [(b, (f"limit={args.limit}",)) for b in BENCHMARKS]
-    runs.insert(1, ("benchpres (CIMemories-length)", ("benchmark.data.source=hub", f"benchmark.data.path={profile}",
-                                                      "benchmark.samples=3", "condition=default")))
+    runs = [(b, b, b, (f"limit={args.limit}",)) for b in BENCHMARKS]
+    runs.insert(1, ("benchpres-long", "benchpres (CIMemories-length)", "benchpres",
+                    ("benchmark.data.source=hub", f"benchmark.data.path={profile}", "benchmark.samples=3",
+                     "condition=default")))
     print("| benchmark | route | without caching USD | with caching USD | saved | input read from cache |")
     print("|---|---|---|---|---|---|")
     totals: dict[str, list[float]] = {}
     for route, (option, prices) in ROUTES.items():
-        for label, extra in runs:
+        for name, label, benchmark, extra in runs:
+            if args.only and name not in args.only.split(","):
+                continue
             with fake_server("--latency", str(args.latency)) as port:
-                run_dir = temp / f"{route}-{label.split()[0]}-{len(extra)}"
+                run_dir = temp / f"{route}-{name}"
                 overrides = [f"model.base_url=http://127.0.0.1:{port}/v1", f"judge.base_url=http://127.0.0.1:{port}/v1",
                              *(f"model.{p}" for p in prices), *(f"judge.{p}" for p in GPT4O)]
                 condition = [] if any(e.startswith("condition=") for e in extra) else ["condition=all"]
-                launch("-m", f"benchmark={label.split()[0]}", *condition, f"model={option}", "judge=fake", *extra,
-                       *overrides, f"run.dir={run_dir}", "run.cache=false", "run.plots=false", "run.progress=false")
+                launch("-m", f"benchmark={benchmark}", *condition, f"model={option}", "judge=fake", *extra,
+                       *overrides, f"run.dir={run_dir}", "run.cache=false", "run.plots=false", "run.progress=false",
+                       env=env)
                 after, before, read, total = costs(run_dir)
             totals.setdefault(route, [0.0, 0.0])
             totals[route][0] += before
