@@ -184,8 +184,7 @@ class Cupid:
             if reveal or inst.instance_id in logs:
                 system, messages = generate_messages(logs.get(inst.instance_id), inst.request,
                                                      inst.preference if reveal else None, ctx.job.settings)
-                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed,
-                                      cache_prefix=cache_through(system, messages, logs.get(inst.instance_id)))
+                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
 
