@@ -21,3 +21,7 @@ krippendorff_alpha  # noqa: B018
 _.expected_latency  # noqa: B018
 # A model key the sweep reads from the option file (config/sweep.py: all_options), not from ModelSpec.
 _.in_all  # noqa: B018
+# Prompt-cache counters of the fake provider, served by GET /stats (tests/test_caching_runs.py).
+_.prompt_cache_keys, _.cache_control_requests  # noqa: B018
+# The prompt cache a plan can expect (engine/calls/pricing.py), for prefray.plan and bench/cache_savings.py.
+expected_cache, expected_for, _.hit_rate, _.saved_usd  # noqa: B018

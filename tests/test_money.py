@@ -27,11 +27,9 @@ def rows(run_dir: Path) -> list[dict]:
 
 
 def server_dollars(stats: dict) -> float:
-    spent = 0.0
-    for model, tokens_in in stats["input_tokens_by_model"].items():
-        price_in, price_out = PRICES[model]
-        spent += (tokens_in * price_in + stats["output_tokens_by_model"][model] * price_out) / 1e6
-    return spent
+    from tests.test_reliability_ledger import server_dollars as billed  # prompt-cache prices included
+
+    return billed(stats, PRICES)
 
 
 @pytest.mark.e2e

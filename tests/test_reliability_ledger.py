@@ -25,9 +25,22 @@ def costs(run_dir: Path) -> dict[str, float]:
             for k in ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")}
 
 
-def server_dollars(stats: dict) -> float:
-    return sum((stats["input_tokens_by_model"][m] * PRICES[m][0] + stats["output_tokens_by_model"][m] * PRICES[m][1])
-               / 1e6 for m in stats["input_tokens_by_model"])
+# USD per Mtok read from / written to the prompt cache (conf/model/fake.yaml, fake-anthropic.yaml)
+CACHE_PRICES = {"fake-model": (0.25, 1.0), "fake-judge": (0.25, 1.0), "fake-claude": (0.3, 3.75)}
+
+
+def server_dollars(stats: dict, prices: dict | None = None) -> float:
+    """What the fake provider billed, from its own counts: input at the input price except the
+    tokens it read from or wrote to its prompt cache, at their prices."""
+    prices = prices or PRICES
+    spent = 0.0
+    for m, tokens_in in stats["input_tokens_by_model"].items():
+        read = stats.get("cache_read_tokens_by_model", {}).get(m, 0)
+        written = stats.get("cache_write_tokens_by_model", {}).get(m, 0)
+        price_read, price_write = CACHE_PRICES.get(m, (prices[m][0], prices[m][0]))
+        spent += ((tokens_in - read - written) * prices[m][0] + read * price_read + written * price_write
+                  + stats["output_tokens_by_model"][m] * prices[m][1]) / 1e6
+    return spent
 
 
 def assert_ledger_matches(run_dir: Path, stats: dict) -> None:

@@ -58,6 +58,14 @@ class ChatRequest:
     params: dict[str, Any] = field(default_factory=dict)
     json_schema: dict[str, Any] | None = None
     seed: int | None = None
+    # Characters at the start of the request's text (the system prompt, then each message's content,
+    # in order) that repeat across the stage's requests: the profile, memory or prior sessions, the
+    # judge's instructions and the answer under judgment. The provider marks their end for its
+    # prompt cache (engine/calls/providers/caching.py); it changes no text, hash or answer.
+    cache_prefix: int = field(default=0, compare=False)
+    # Choices asked in this one request (the samples of a unit, engine/calls/samples.py); like
+    # cache_prefix, not part of the request's hashes: each sample is stored and hashed as its own.
+    n: int = field(default=1, compare=False)
     # hashes computed so far, by (kind, model id): a call's request is hashed for its row, the
     # request store, the paid record and the journal (not an init field: `replace` starts afresh)
     _hashes: dict[tuple[str, str], str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -110,8 +118,10 @@ class CallResult:
     cause: Cause | Literal[""] = ""
     error: str = ""
     model_version: str = ""
-    input_tokens: int = 0
+    input_tokens: int = 0     # every input token the provider counted, cached or not
     output_tokens: int = 0
+    cache_read_tokens: int = 0    # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0   # of input_tokens: written to it (Anthropic bills them apart)
     tries: int = 0
     latency_s: float = 0.0
     started_at: float = 0.0
@@ -120,6 +130,19 @@ class CallResult:
     cost_usd: float = 0.0     # what this call cost (0 when cached or when nothing was billed)
     finish_reason: str = ""   # the provider's own finish/stop reason ("stop", "length", "end_turn", ...)
     truncated: bool = False   # the answer was cut by the output budget (finish reason length/max_tokens)
+    cache_saved_usd: float = 0.0  # what the prompt cache saved on this call (negative: writes cost more)
+    # the other choices (text, finish reason) of a request asking n, until split per sample
+    more: list[tuple[str, str]] = field(default_factory=list)
+
+
+def cache_through(system: str | None, messages: tuple[dict[str, str], ...], repeated: str | None) -> int:
+    """A request's `cache_prefix` (its text up to the end of the `repeated` part, system prompt
+    first): 0 when the part is empty or not in the request."""
+    if not repeated:
+        return 0
+    text = (system or "") + "".join(str(m.get("content") or "") for m in messages)
+    at = text.find(repeated)
+    return 0 if at < 0 else at + len(repeated)
 
 
 def stable_id(*parts: object) -> str:

@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
                         help="enforce --rpm as a sliding window of this many seconds (no burst allowance)")
     parser.add_argument("--context-tokens", type=int, default=None,
                         help="refuse prompts above this many input tokens (HTTP 400, context length exceeded)")
+    parser.add_argument("--cache-lifetime", type=float, default=300.0,
+                        help="seconds a cached prompt prefix is kept after its last use")
+    parser.add_argument("--cache-min-tokens", type=int, default=1024, help="shortest prompt prefix cached")
     batches.add_arguments(parser)
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
@@ -57,7 +60,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, FakeOptions]:
                           sticky_fault_rate=args.sticky_fault_rate, faults=faults,
                           timeout_fault_s=args.timeout_fault_seconds, context_tokens=args.context_tokens,
                           strict_window_s=args.strict_window, rejected=rejected, inflate_input=args.inflate_input,
-                          batch=batches.options_from(args))
+                          batch=batches.options_from(args), cache_lifetime_s=args.cache_lifetime,
+                          cache_min_tokens=args.cache_min_tokens)
     return args.host, args.port, options
 
 

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from prefray.fakellm import answers
 from prefray.fakellm.batches import BatchOptions, FakeBatches
+from prefray.fakellm.prompt_cache import PromptCache
 
 FAULT_KINDS = ("429", "500", "malformed", "timeout")
 REQUEST_LOG_SIZE = 1000  # request bodies kept for GET /requests
@@ -53,6 +54,8 @@ class FakeOptions:
     # in any window), as strict providers do; None = a token bucket with one second of burst.
     strict_window_s: float | None = None
     batch: BatchOptions = field(default_factory=BatchOptions)  # batch APIs (batches.py)
+    cache_lifetime_s: float = 300.0   # prompt cache: how long a prefix is kept after its last use
+    cache_min_tokens: int = 1024      # prompt cache: the shortest prefix cached (prompt_cache.py)
 
 
 class TokenBucket:
@@ -112,6 +115,14 @@ class Stats:
     max_tokens_by_model: Counter = field(default_factory=Counter)
     truncated: int = 0
     context_overflows: int = 0
+    # prompt caching (prompt_cache.py): input tokens read from and written to the cache, and the
+    # requests that carried a prompt_cache_key or a cache_control breakpoint
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    prompt_cache_keys: int = 0
+    cache_control_requests: int = 0
+    cache_read_tokens_by_model: Counter = field(default_factory=Counter)
+    cache_write_tokens_by_model: Counter = field(default_factory=Counter)
     # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
     first_admitted_at: dict = field(default_factory=dict)
     last_admitted_at: dict = field(default_factory=dict)
@@ -135,6 +146,7 @@ class FakeProvider:
         self.request_buckets: dict[str, TokenBucket] = {}
         self.token_buckets: dict[str, TokenBucket] = {}
         self.batches = FakeBatches(self)  # OpenAI files/batches and Anthropic message batches
+        self.prompt_cache = PromptCache(options.cache_lifetime_s, options.cache_min_tokens)
 
     # -- policy ---------------------------------------------------------------------------
     def _fault_for(self, body_hash: str) -> str | None:
@@ -222,9 +234,11 @@ class FakeProvider:
         self.stats.by_route["chat.completions"] += 1
         messages = body.get("messages", [])
         input_tokens = sum(answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        use = self.prompt_cache.openai(str(body.get("model")), messages, input_tokens)   # looked up on arrival
         refusal = await self._admit(body, input_tokens)
         if refusal is not None:
             return refusal
+        self.prompt_cache.answered(use)   # ... and kept once the answer is computed
         input_tokens = int(input_tokens * self.options.inflate_input)
         schema = _openai_schema(body)
         base_seed = body.get("seed")
@@ -236,11 +250,16 @@ class FakeProvider:
                             "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
+        self.stats.prompt_cache_keys += bool(body.get("prompt_cache_key"))
+        cached = use.read
+        self.stats.cache_read_tokens += cached
+        self.stats.cache_read_tokens_by_model[str(body.get("model"))] += cached
         return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=False), data={
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": f"{body.get('model')}{self.options.model_version_suffix}", "choices": choices,
             "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
-                      "total_tokens": input_tokens + output_tokens},
+                      "total_tokens": input_tokens + output_tokens,
+                      "prompt_tokens_details": {"cached_tokens": cached}},
         })
 
     async def messages(self, request: web.Request) -> web.Response:
@@ -250,9 +269,11 @@ class FakeProvider:
         system = answers.content_text(body.get("system") or "")
         input_tokens = answers.count_tokens(system) + sum(
             answers.count_tokens(answers.content_text(m.get("content"))) for m in messages)
+        use = self.prompt_cache.anthropic(str(body.get("model")), body.get("system"), messages)
         refusal = await self._admit(body, input_tokens, anthropic=True)
         if refusal is not None:
             return refusal
+        self.prompt_cache.answered(use)
         input_tokens = int(input_tokens * self.options.inflate_input)
         schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
         refused = _refused_keyword(schema)
@@ -263,12 +284,20 @@ class FakeProvider:
         text, cut = self._cut(self._answer(messages, body.get("seed"), schema), _output_budget(body))
         output_tokens = answers.count_tokens(text)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
+        read = min(use.read, input_tokens)
+        written = min(use.written, input_tokens - read)
+        self.stats.cache_read_tokens += read
+        self.stats.cache_write_tokens += written
+        self.stats.cache_read_tokens_by_model[str(body.get("model"))] += read
+        self.stats.cache_write_tokens_by_model[str(body.get("model"))] += written
+        self.stats.cache_control_requests += _has_breakpoint(body)
         return web.json_response(headers=self._rate_headers(str(body.get("model")), anthropic=True), data={
             "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
             "model": f"{body.get('model')}{self.options.model_version_suffix}",
             "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens" if cut else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+            "usage": {"input_tokens": input_tokens - read - written, "output_tokens": output_tokens,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": written},
         })
 
     def _rate_headers(self, model: str, anthropic: bool) -> dict[str, str]:
@@ -320,6 +349,7 @@ class FakeProvider:
         self.request_log.clear()
         self.seen.clear()
         self.batches.reset()
+        self.prompt_cache.clear()
         return web.json_response({"reset": True})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -341,6 +371,13 @@ class FakeProvider:
             *self.batches.routes(),
         ])
         return app
+
+
+def _has_breakpoint(body: dict[str, Any]) -> bool:
+    """Whether an Anthropic request marks any block with `cache_control`."""
+    contents = [body.get("system"), *(m.get("content") for m in body.get("messages", []))]
+    return any(isinstance(block, dict) and "cache_control" in block
+               for content in contents if isinstance(content, list) for block in content)
 
 
 def _openai_schema(body: dict[str, Any]) -> dict[str, Any] | None:

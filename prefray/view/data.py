@@ -144,6 +144,32 @@ class RunData:
         path = RunDir(self.run_dir).metrics_parquet
         return pq.read_table(path) if path.exists() else pa.table({})
 
+    def cell_costs(self) -> list[dict[str, Any]]:
+        """Per cell (benchmark, model, condition, judge): dollars paid, the share of input tokens read
+        from the provider's prompt cache and the dollars it saved, from calls.csv (empty if none)."""
+        path = RunDir(self.run_dir).calls_csv
+        if not path.exists():
+            return []
+        import pyarrow.csv as pacsv
+
+        calls = pacsv.read_csv(path)
+        if "cache_read_tokens" not in calls.column_names or calls.num_rows == 0:
+            return []
+        keys = ["benchmark", "model", "condition", "judge"]
+        grouped = calls.select(keys + ["input_tokens", "cost_usd", "cache_read_tokens", "cache_saved_usd"]).cast(
+            pa.schema([*(pa.field(k, pa.string()) for k in keys), pa.field("input_tokens", pa.int64()),
+                       pa.field("cost_usd", pa.float64()), pa.field("cache_read_tokens", pa.int64()),
+                       pa.field("cache_saved_usd", pa.float64())]))
+        grouped = grouped.group_by(keys).aggregate([(c, "sum") for c in ("input_tokens", "cost_usd",
+                                                                          "cache_read_tokens", "cache_saved_usd")])
+        out = []
+        for row in grouped.sort_by([(k, "ascending") for k in keys]).to_pylist():
+            inputs = row["input_tokens_sum"] or 0
+            out.append({**{k: row[k] or "" for k in keys}, "cost_usd": row["cost_usd_sum"] or 0.0,
+                        "cache_hit_rate": (row["cache_read_tokens_sum"] or 0) / inputs if inputs else 0.0,
+                        "cache_saved_usd": row["cache_saved_usd_sum"] or 0.0})
+        return out
+
     def deltas(self) -> pa.Table:
         """Paired differences with intervals (stats.DELTA_SCHEMA), when the run has them."""
         path = RunDir(self.run_dir).deltas_parquet

@@ -94,6 +94,16 @@ def overview_html(data: RunData, links: bool = True, inline_figures: bool = Fals
     deltas = data.deltas()
     if deltas.num_rows:
         parts += ["<h2>Paired differences (A − B on the same clusters)</h2>", delta_table(deltas.to_pylist())]
+    spent = data.cell_costs()
+    if spent:
+        parts += ["<h2>Spending and the prompt cache</h2>",
+                  '<p class="muted">per cell, from calls.csv: dollars paid, the share of input tokens the '
+                  "provider read from its prompt cache, and the dollars that saved (negative: cache writes "
+                  "cost more than reads saved).</p>",
+                  table(["benchmark", "model", "condition", "judge", "USD", "cache hit rate", "saved USD"],
+                        [[esc(r["benchmark"]), esc(r["model"]), esc(r["condition"]), esc(r["judge"]),
+                          f"{r['cost_usd']:.4f}", f"{r['cache_hit_rate']:.1%}", f"{r['cache_saved_usd']:.4f}"]
+                         for r in spent])]
     plots = data.plots()
     if plots:
         figures = "".join(figure(p, inline_figures) for p in plots)

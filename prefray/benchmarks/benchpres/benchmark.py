@@ -6,6 +6,7 @@ Paper: BenchPreS (arXiv 2603.16557). Run:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,24 @@ from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 
 PROMPTS = Path(__file__).parent / "prompts"
+
+
+def by_profile(instances: Sequence[Any]) -> list[Any]:
+    """The instances with each profile's together, profiles in order of first appearance (the
+    loaders already yield them so; a hub file need not)."""
+    first: dict[str, int] = {}
+    for index, inst in enumerate(instances):
+        first.setdefault(inst.name, index)
+    return sorted(instances, key=lambda inst: first[inst.name])
+
+
+def profile_prefixes(instances: Sequence[Any]) -> dict[str, int]:
+    """Per profile: the characters its prompts share from the start (the memory block, which the
+    CIMemories template puts first), the part of its generation requests that repeats."""
+    prompts: dict[str, list[str]] = {}
+    for inst in instances:
+        prompts.setdefault(inst.name, []).append(inst.prompt)
+    return {name: len(os.path.commonprefix(texts)) for name, texts in prompts.items()}
 
 
 def judge_messages(preference: str, response: str,
@@ -118,11 +137,13 @@ class BenchPreS(Benchmark):
         """Yielded one by one (the runner takes them as it sends); an instance's samples share
         its message and meta."""
         params = dict(ctx.job.settings.get("generation", {}))
-        for inst in ctx.instances:
+        shared = profile_prefixes(ctx.instances)
+        for inst in by_profile(ctx.instances):   # a profile's calls together, within the cache's lifetime
             messages = ({"role": "user", "content": inst.prompt},)
             meta = _generation_meta(inst)
             for sample in range(int(ctx.job.settings.get("samples", 1))):
-                request = ChatRequest(messages=messages, params=params, seed=ctx.job.seed + sample)
+                request = ChatRequest(messages=messages, params=params, seed=ctx.job.seed + sample,
+                                      cache_prefix=shared[inst.name])
                 yield WorkUnit(inst.instance_id, request, sample=sample, meta=meta)
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:

@@ -51,7 +51,7 @@ from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageCont
 from prefray.engine.failures import is_model_failure
 from prefray.engine.results.plots import MetricsSpec
 from prefray.engine.results.stats import Comparison
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.engine.types import ChatRequest, WorkUnit, cache_through
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
@@ -173,7 +173,8 @@ class Cupid(Benchmark):
         for inst in ctx.instances:
             if inst.instance_id in logs:
                 system, messages = infer_messages(logs[inst.instance_id], inst.request, ctx.job.settings)
-                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed)
+                request = ChatRequest(messages, system=system, params=params, seed=ctx.job.seed,
+                                      cache_prefix=cache_through(system, messages, logs[inst.instance_id]))
                 units.append(WorkUnit(inst.instance_id, request, meta=_subject_meta(inst)))
         return units
 

@@ -21,12 +21,14 @@ from typing import Any
 
 import ray
 
+from prefray.engine.calls.cache_order import WarmPrefixes, prefix_first
 from prefray.engine.calls.lanegate import PROBE_PATIENCE_S, LaneGate, probe_calls_for, refined_cause
 from prefray.engine.calls.limits import ModelLimits, SharedBuckets, idle_seconds, limiter_name
-from prefray.engine.calls.pricing import Calibration, call_cost, max_call_cost, skipped_for_budget
+from prefray.engine.calls.pricing import Calibration, cache_saving, call_cost, max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError, build_provider
 from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
+from prefray.engine.calls.samples import sample_groups, split_choices, with_n
 from prefray.engine.rundir.journal import AnswerJournal, unfinished_batches
 from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
@@ -62,6 +64,7 @@ class _Lane:
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
         self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
         self.driver = DriverWatch()   # the gateway's: once its driver is gone, nothing more is sent
+        self.warm = WarmPrefixes(spec)   # prefixes sent within the prompt cache's lifetime (cache_order.py)
 
     def _redact(self, text: str) -> str:
         """Error texts are stored on rows: never with the API key in them."""
@@ -84,6 +87,30 @@ class _Lane:
             await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
                                   counted=result is not None)
 
+    async def call_samples(self, requests: list[ChatRequest], budget: Any = None, tag: str = "",
+                           batch: str = "") -> list[CallResult]:
+        """The samples of one unit (same prompt, consecutive seeds) in one request asking n of them
+        (engine/calls/samples.py), through the lane's gate like one call."""
+        if len(requests) == 1:
+            return [await self.call(requests[0], budget, tag, batch)]
+        started = time.time()
+        probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
+        if self.gate.stopped:
+            return [_lane_stopped(self.gate, started) for _ in requests]
+        result = None
+        try:
+            result = await self._paid_call(with_n(requests[0], len(requests)), budget, started, calibrating=probe,
+                                           tag=tag)
+            results = split_choices(self.spec, result, len(requests))
+            if self.journal is not None:
+                for request, one in zip(requests, results):
+                    if one.status == "ok":
+                        self.journal.record(self.spec.model_id, request, one, batch)
+            return results
+        finally:
+            await self.gate.leave(probe, result.cause if result is not None and result.status == "failed" else "",
+                                  counted=result is not None)
+
     async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool,
                          tag: str = "") -> CallResult:
         """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
@@ -93,17 +120,21 @@ class _Lane:
             return skipped_for_budget(started)
         result = await self._call_with_retries(request, started, tag)
         self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
-        result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens)
+        result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens,
+                                    result.cache_read_tokens, result.cache_write_tokens)
+        result.cache_saved_usd = cache_saving(self.spec, result.cache_read_tokens, result.cache_write_tokens)
         if budget is not None:
             await budget.settle.remote(reserved, result.cost_usd, calibrating)
         return result
 
-    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int) -> None:
+    def _record_try(self, request: ChatRequest, outcome: str, input_tokens: int, output_tokens: int,
+                    cache_read: int = 0, cache_write: int = 0) -> None:
         """Append a try to the run's paid ledger: SENT before it goes, then how it ended (with usage)."""
         if self.paid is not None:
             self.paid.record(self.spec.provider, self.spec.model_id, request.prompt_hash(self.spec.model_id),
                              outcome, input_tokens, output_tokens,
-                             call_cost(self.spec, input_tokens, output_tokens))
+                             call_cost(self.spec, input_tokens, output_tokens, cache_read, cache_write),
+                             cache_read, cache_write, cache_saving(self.spec, cache_read, cache_write))
 
     async def _call_with_retries(self, request: ChatRequest, started: float, tag: str = "") -> CallResult:
         estimate = request.estimated_input_tokens()
@@ -123,13 +154,16 @@ class _Lane:
                 except TimeoutError:
                     error = ProviderError("timeout", f"no answer within {self.spec.timeout_s:.0f}s", retryable=True)
                 else:
-                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens)
+                    self._record_try(request, "ok", reply.input_tokens, reply.output_tokens,
+                                     reply.cache_read_tokens, reply.cache_write_tokens)
                     done = time.time()
                     result = CallResult(
                         status="ok", text=reply.text, model_version=reply.model_version,
                         input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, tries=tries,
+                        cache_read_tokens=reply.cache_read_tokens, cache_write_tokens=reply.cache_write_tokens,
                         latency_s=done - sent, started_at=started, finished_at=done,
                         finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS,
+                        more=reply.more,
                     )
                     await self.limits.reconcile(estimate, reply.input_tokens)
                     await self.limits.answered(result.latency_s, reply.rate_headers)
@@ -231,7 +265,11 @@ class Gateway:
         lane.paid = self.paid.get(run_dir) if run_dir is not None else None
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         earlier = self._answered_before(run_dir, batch)
-        results = list(await asyncio.gather(*(self._counted(lane, r, budget, tag, batch, earlier) for r in requests)))
+        if spec.samples_per_request > 1:
+            results = await self._samples_batch(lane, requests, budget, tag, batch, earlier)
+        else:
+            results = await prefix_first(requests, [lane.warm.key(r) for r in requests], lane.warm,
+                                         lambda r: self._counted(lane, r, budget, tag, batch, earlier))
         if batch and lane.journal is not None:
             lane.journal.batch_done(batch)
         return results
@@ -251,11 +289,34 @@ class Gateway:
         the batch's tag (job and stage) for live progress."""
         queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
         result = queue.popleft() if queue else await lane.call(request, budget, tag or "", batch)
+        self._tally(tag, result)
+        return result
+
+    async def _samples_batch(self, lane: _Lane, requests: list[ChatRequest], budget: Any, tag: str | None,
+                             batch: str, earlier: dict[str, Any]) -> list[CallResult]:
+        """A batch whose units' samples go several to a request (engine/calls/samples.py)."""
+        results: list[CallResult | None] = [None] * len(requests)
+        for i, request in enumerate(requests):   # answered by an earlier life of this actor
+            queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
+            if queue:
+                results[i] = queue.popleft()
+        todo = [i for i, r in enumerate(results) if r is None]
+        groups = [[todo[j] for j in g] for g in sample_groups(lane.spec, [requests[i] for i in todo])]
+        answers = await prefix_first(groups, [lane.warm.key(requests[g[0]]) for g in groups], lane.warm,
+                                     lambda g: lane.call_samples([requests[i] for i in g], budget, tag or "", batch))
+        for group, answered in zip(groups, answers):
+            for i, result in zip(group, answered):
+                results[i] = result
+        for result in results:
+            self._tally(tag, result)
+        return results  # type: ignore[return-value]
+
+    def _tally(self, tag: str | None, result: CallResult) -> None:
+        """Count a finished call under its batch's tag (job and stage) for live progress."""
         if tag is not None:
             done, failed, tokens, cost = self.counts.get(tag, (0, 0, 0, 0.0))
             self.counts[tag] = (done + 1, failed + (result.status != "ok"),
                                 tokens + result.input_tokens + result.output_tokens, cost + result.cost_usd)
-        return result
 
     async def tallies(self) -> dict[str, tuple[int, int, int, float]]:
         """Calls finished so far per tag: (done, failed, tokens, dollars), cumulative."""

@@ -160,6 +160,14 @@ class ModelSpec:
     gateway_processes: int = key(integer(1, 1024), 1, "processes sending this model's calls (more with rpm above 6000)")
     price_input_per_mtok: float = key(number(minimum=0, maximum=PRICE_MAX), 0.0, "USD per million input tokens")
     price_output_per_mtok: float = key(number(minimum=0, maximum=PRICE_MAX), 0.0, "USD per million output tokens")
+    # Prompt caching (engine/calls/pricing.py): input tokens read from the provider's cache, and
+    # those written to it, at their own prices; null = the input price (no discount published).
+    price_cache_read_per_mtok: float | None = key(number(minimum=0, maximum=PRICE_MAX).or_null("the input price"),
+                                                  None, "USD per million input tokens read from the prompt cache")
+    price_cache_write_per_mtok: float | None = key(number(minimum=0, maximum=PRICE_MAX).or_null("the input price"),
+                                                   None, "USD per million input tokens written to the prompt cache")
+    # Shortest repeated prefix the provider caches (OpenAI: 1024; Anthropic: 1024 to 4096 by model).
+    cache_min_tokens: int = key(integer(0, TOKENS_MAX), 1024, "tokens a repeated prefix needs to be cached")
     timeout_s: float = key(number(above=0, maximum=SECONDS_MAX), 120.0, "seconds before a call counts as timed out")
     max_attempts: int = key(integer(1, 1000), 4, "tries per call (1 = no retry)")
     max_wait_s: float = key(number(minimum=0, maximum=SECONDS_MAX), 60.0, "longest single wait between tries")
@@ -182,6 +190,14 @@ class ModelSpec:
     in_all: bool = key(boolean(), True, "included in model=all")
     # Set by `judge.repeats=K` on the K copies of a judge (prefray/app/panel.py): each asks with its own seeds.
     seed_offset: int = key(integer(0, SEED_MAX), 0, "added to the seed of every request this model answers")
+    # A unit's k samples go as ceil(k / samples_per_request) requests with `n` (OpenAI chat
+    # completions; Anthropic has no `n`): input billed once per request (engine/calls/samples.py).
+    samples_per_request: int = key(integer(1, 128), 1, "samples asked in one request with n (OpenAI only)")
+
+    def __post_init__(self) -> None:
+        if self.samples_per_request > 1 and self.provider != "openai":
+            raise ValueError(f"samples_per_request={self.samples_per_request} needs a provider that takes n "
+                             f"(openai); {self.provider} answers one sample per request")
 
     @property
     def endpoint_key(self) -> str:

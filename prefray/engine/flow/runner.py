@@ -360,6 +360,9 @@ class JobRunner:
             second.input_tokens += first.input_tokens
             second.output_tokens += first.output_tokens
             second.cost_usd += first.cost_usd
+            second.cache_read_tokens += first.cache_read_tokens
+            second.cache_write_tokens += first.cache_write_tokens
+            second.cache_saved_usd += first.cache_saved_usd
             results[i] = second
             if second.status == "ok" and not try_parse(stage, second, parsed, i):
                 second.status, second.cause = "failed", Cause.PARSE_ERROR
@@ -381,6 +384,8 @@ class JobRunner:
             "finish_reason": result.finish_reason, "truncated": result.truncated,
             "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
             "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
+            "cache_read_tokens": result.cache_read_tokens, "cache_write_tokens": result.cache_write_tokens,
+            "cache_saved_usd": 0.0 if result.cached else result.cache_saved_usd,
             "tries": result.tries, "latency_s": result.latency_s,
             "started_at": result.started_at, "finished_at": result.finished_at,
         }
@@ -498,6 +503,12 @@ class ShardSender:
             await self.add(p)
 
     async def add(self, pending: Pending) -> None:
+        if self.spec.samples_per_request > 1:
+            # a unit's samples go to one shard (one request asks several: engine/calls/samples.py)
+            if len(self.shard) >= self.size and _unit_of(pending) != _unit_of(self.shard[-1]):
+                await self.flush()
+            self.shard.append(pending)
+            return
         self.shard.append(pending)
         if len(self.shard) >= self.size:
             await self.flush()
@@ -543,6 +554,11 @@ class ShardSender:
             await asyncio.gather(*list(self.running))
         if self.error is not None:
             raise self.error
+
+
+def _unit_of(pending: Pending) -> tuple[str, str]:
+    """The unit a pending sample belongs to (its samples differ only in `sample`)."""
+    return pending.unit.instance_id, pending.unit.item
 
 
 def try_parse(stage: Stage, result: CallResult, parsed: list[Any], index: int) -> bool:

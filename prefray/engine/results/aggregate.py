@@ -25,7 +25,12 @@ CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
     ("judge", pa.string()), ("ok", pa.int64()), ("failed", pa.int64()), ("skipped", pa.int64()),
     ("input_tokens", pa.int64()), ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
+    # prompt caching: input tokens read from and written to the provider's cache, the share of
+    # input read from it, and what it saved (negative: writes cost more than reads saved)
+    ("cache_read_tokens", pa.int64()), ("cache_write_tokens", pa.int64()), ("cache_hit_rate", pa.float64()),
+    ("cache_saved_usd", pa.float64()),
 ])
+CACHE_SUMS = ("cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
 
 
 def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
@@ -49,19 +54,40 @@ def summarize_calls(rows: pa.Table) -> pa.Table:
         return CALLS_SCHEMA.empty_table()
     keys = ["benchmark", "model", "condition", "stage", "judge"]
     flags = {s: pc.equal(rows["status"], s).cast(pa.int64()) for s in ("ok", "failed", "skipped")}
-    table = rows.select(keys + ["input_tokens", "output_tokens", "cost_usd"])
+    table = with_cache_columns(rows).select(keys + ["input_tokens", "output_tokens", "cost_usd", *CACHE_SUMS])
     for status, flag in flags.items():
         table = table.append_column(status, flag)
-    grouped = table.group_by(keys).aggregate([(c, "sum") for c in
-                                              ("ok", "failed", "skipped", "input_tokens", "output_tokens", "cost_usd")])
-    grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
+    grouped = table.group_by(keys).aggregate([(c, "sum") for c in ("ok", "failed", "skipped", "input_tokens",
+                                                                   "output_tokens", "cost_usd", *CACHE_SUMS)])
+    grouped = with_hit_rate(grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names]))
     return grouped.select(CALLS_SCHEMA.names).cast(CALLS_SCHEMA).sort_by([(k, "ascending") for k in keys])
 
 
+def with_cache_columns(table: pa.Table) -> pa.Table:
+    """`table` with its prompt-cache columns, nulls (rows or tries recorded before they were) as 0."""
+    for name in CACHE_SUMS:
+        kind = pa.float64() if name.endswith("_usd") else pa.int64()
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name,
+                                     pc.fill_null(table[name].cast(kind), pa.scalar(0, kind)))
+        else:
+            table = table.append_column(name, pa.array(np.zeros(table.num_rows), kind))
+    return table
+
+
+def with_hit_rate(table: pa.Table) -> pa.Table:
+    """Grouped sums with `cache_hit_rate`: input tokens read from the cache over all input tokens."""
+    inputs = table["input_tokens"].to_numpy(zero_copy_only=False).astype(float)
+    reads = table["cache_read_tokens"].to_numpy(zero_copy_only=False).astype(float)
+    rate = np.divide(reads, inputs, out=np.zeros_like(reads), where=inputs > 0)
+    return table.append_column("cache_hit_rate", pa.array(rate, pa.float64()))
+
+
 LEDGER_KEYS = ["provider", "model_id", "stage"]
-LEDGER_SUMS = ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd")
+LEDGER_SUMS = ("calls", "cached", "unsettled", "input_tokens", "output_tokens", "cost_usd", *CACHE_SUMS)
 NOT_STORED = "(not stored)"
-PAID_COLUMNS = ["provider", "model_id", "request_hash", "outcome", "input_tokens", "output_tokens", "cost_usd"]
+PAID_COLUMNS = ["provider", "model_id", "request_hash", "outcome", "input_tokens", "output_tokens", "cost_usd",
+                *CACHE_SUMS]
 
 
 def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
@@ -71,8 +97,10 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     usage it reported, stored row or not; its stage is that of the stored row with the same
     request (NOT_STORED when none was written). `cached` counts rows answered from the cache.
     Runs without that record fall back to the stored rows (every attempt counts: each was paid)."""
+    rows = with_cache_columns(rows)
     if paid is None:
         return _ledger_from_rows(rows)
+    paid = with_cache_columns(paid)
     stored, paid_keys, space = _request_codes(rows, paid)
     first_row = _first_positions(stored, space)[np.maximum(paid_keys, 0)]   # of the request's first stored row
     first_row[paid_keys < 0] = -1
@@ -84,6 +112,7 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         "calls": sent, "cached": zeros,
         "unsettled": pc.subtract(pc.multiply(sent, 2), 1),   # +1 per try sent, -1 per try ended
         "input_tokens": paid["input_tokens"], "output_tokens": paid["output_tokens"], "cost_usd": paid["cost_usd"],
+        **{name: paid[name] for name in CACHE_SUMS},
     })
     cached = rows.filter(rows["cached"].fill_null(False))
     none = pa.array(np.zeros(cached.num_rows, dtype=np.int64))
@@ -91,6 +120,7 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         "provider": cached["provider"], "model_id": cached["model_id"], "stage": cached["stage"],
         "calls": none, "cached": pa.array(np.ones(cached.num_rows, dtype=np.int64)), "unsettled": none,
         "input_tokens": none, "output_tokens": none, "cost_usd": pa.array(np.zeros(cached.num_rows)),
+        "cache_read_tokens": none, "cache_write_tokens": none, "cache_saved_usd": pa.array(np.zeros(cached.num_rows)),
     })
     # rows paid through another path than a gateway (e.g. a provider's batch API): from the rows
     elsewhere = _first_positions(paid_keys, space)[np.maximum(stored, 0)] < 0
@@ -145,7 +175,7 @@ def _ledger_rows(rows: pa.Table, with_cached: bool) -> pa.Table:
         rows = rows.filter(pc.invert(cached))
         cached = rows["cached"].fill_null(False)
     sent = pc.and_(pc.invert(cached), pc.not_equal(rows["status"], "skipped"))
-    table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd"])
+    table = rows.select(LEDGER_KEYS + ["input_tokens", "output_tokens", "cost_usd", *CACHE_SUMS])
     table = table.append_column("calls", sent.cast(pa.int64()))
     table = table.append_column("cached", cached.cast(pa.int64()))
     table = table.append_column("unsettled", pa.array(np.zeros(rows.num_rows, dtype=np.int64)))
@@ -156,8 +186,9 @@ def _grouped(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return pa.table({k: pa.array([], pa.string()) for k in LEDGER_KEYS})
     grouped = table.group_by(LEDGER_KEYS, use_threads=False).aggregate([(c, "sum") for c in LEDGER_SUMS])
-    grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
-    return grouped.select(LEDGER_KEYS + list(LEDGER_SUMS)).sort_by([(k, "ascending") for k in LEDGER_KEYS])
+    grouped = with_hit_rate(grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names]))
+    return grouped.select(LEDGER_KEYS + list(LEDGER_SUMS) + ["cache_hit_rate"]).sort_by(
+        [(k, "ascending") for k in LEDGER_KEYS])
 
 
 def with_completeness(metrics: pa.Table, best: pa.Table) -> pa.Table:

@@ -54,7 +54,8 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
     if "ci_low" in metrics.column_names:
         metric_cols[6:6] = ["ci_low", "ci_high"]
     call_cols = ["benchmark", "model", "condition", "stage", "judge", "ok", "failed", "skipped",
-                 "input_tokens", "output_tokens", "cost_usd"]
+                 "input_tokens", "output_tokens", "cost_usd", "cache_hit_rate", "cache_saved_usd"]
+    call_cols = [c for c in call_cols if c in calls.column_names]
     parts = [
         "# prefray metrics", "",
         "`n` = scored units; `excluded` = units left out of a metric, each counted: units with no answer "
@@ -76,11 +77,24 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
     if costs is not None and costs.num_rows:
         spent = sum(costs["cost_usd"].to_pylist())
         limit = f" of a {budget_usd:.2f} USD budget" if budget_usd is not None else ""
-        parts += ["## Cost ledger", "", f"Total: {spent:.4f} USD{limit}.", "",
+        parts += ["## Cost ledger", "", f"Total: {spent:.4f} USD{limit}.{cache_line(costs)}", "",
                   markdown_table(costs, costs.column_names), ""]
     if agreement is not None and agreement.num_rows:
         parts += ["## Judge agreement", "", markdown_table(agreement, agreement.column_names), ""]
     return "\n".join(parts)
+
+
+def cache_line(costs: pa.Table) -> str:
+    """" Prompt cache: ..." for a ledger whose calls read from or wrote to the provider's cache."""
+    if "cache_read_tokens" not in costs.column_names:
+        return ""
+    reads, writes = sum(costs["cache_read_tokens"].to_pylist()), sum(costs["cache_write_tokens"].to_pylist())
+    if not reads and not writes:
+        return ""
+    inputs = sum(costs["input_tokens"].to_pylist())
+    saved = sum(costs["cache_saved_usd"].to_pylist())
+    return (f" Prompt cache: {reads:,} of {inputs:,} input tokens read from it ({reads / max(inputs, 1):.1%}), "
+            f"{writes:,} written; it saved {saved:.4f} USD.")
 
 
 def print_summary(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
@@ -108,4 +122,4 @@ def print_summary(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = N
     if costs is not None and costs.num_rows:
         spent = sum(costs["cost_usd"].to_pylist())
         limit = f" (budget {budget_usd:.2f} USD)" if budget_usd is not None else ""
-        console.print(f"spent {spent:.4f} USD{limit}; by provider, model and stage in costs.csv")
+        console.print(f"spent {spent:.4f} USD{limit}; by provider, model and stage in costs.csv{cache_line(costs)}")

@@ -33,6 +33,9 @@ PAID_SCHEMA = pa.schema([
     ("provider", pa.string()), ("model_id", pa.string()), ("request_hash", pa.string()),
     ("outcome", pa.string()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
     ("cost_usd", pa.float64()), ("at", pa.float64()),
+    # of input_tokens: read from and written to the provider's prompt cache; what caching saved
+    # (null in a ledger written before they were recorded)
+    ("cache_read_tokens", pa.int64()), ("cache_write_tokens", pa.int64()), ("cache_saved_usd", pa.float64()),
 ])
 
 
@@ -43,10 +46,12 @@ class PaidLog(AppendLog):
         super().__init__(RunDir(run_dir).ledger, name)
 
     def record(self, provider: str, model_id: str, request_hash: str, outcome: str,
-               input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+               input_tokens: int, output_tokens: int, cost_usd: float, cache_read_tokens: int = 0,
+               cache_write_tokens: int = 0, cache_saved_usd: float = 0.0) -> None:
         self.write({"provider": provider, "model_id": model_id, "request_hash": request_hash, "outcome": outcome,
                     "input_tokens": int(input_tokens), "output_tokens": int(output_tokens),
-                    "cost_usd": float(cost_usd), "at": time.time()})
+                    "cost_usd": float(cost_usd), "at": time.time(), "cache_read_tokens": int(cache_read_tokens),
+                    "cache_write_tokens": int(cache_write_tokens), "cache_saved_usd": float(cache_saved_usd)})
 
 
 PARQUET_PREFIX = "paid-"
@@ -59,9 +64,19 @@ def read_paid(run_dir: Path, columns: list[str] | None = None) -> pa.Table | Non
     if not rolled and not lines:
         return None
     schema = pa.schema([PAID_SCHEMA.field(name) for name in columns or PAID_SCHEMA.names])
-    parts = [pq.read_table(path, columns=schema.names, schema=PAID_SCHEMA).cast(schema) for path in rolled]
+    parts = [_read_rolled(path, schema) for path in rolled]
     parts += [_read_paid_file(path).select(schema.names) for path in lines]
     return pa.concat_tables(parts)
+
+
+def _read_rolled(path: Path, schema: pa.Schema) -> pa.Table:
+    """`schema`'s columns of a rolled ledger file; a column it was written without is null."""
+    present = set(pq.read_schema(path).names)
+    table = pq.read_table(path, columns=[n for n in schema.names if n in present])
+    for name in schema.names:
+        if name not in present:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows, schema.field(name).type))
+    return table.select(schema.names).cast(schema)
 
 
 def _ledger_files(folder: Path) -> tuple[list[Path], list[Path]]:

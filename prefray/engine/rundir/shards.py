@@ -60,6 +60,10 @@ SHARD_SCHEMA = pa.schema([
     ("output_tokens", pa.int64()),
     ("cost_usd", pa.float64()),
     ("cached", pa.bool_()),
+    # of input_tokens: read from and written to the provider's prompt cache, and what that saved
+    ("cache_read_tokens", pa.int64()),
+    ("cache_write_tokens", pa.int64()),
+    ("cache_saved_usd", pa.float64()),
     ("tries", pa.int32()),
     ("latency_s", pa.float64()),
     ("started_at", pa.float64()),

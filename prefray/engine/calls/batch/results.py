@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefray.engine.calls.batch.tier import tier_cost
+from prefray.engine.calls.batch.tier import tier_cost, tier_saving
 from prefray.engine.calls.providers.base import (
     TRUNCATION_REASONS,
     ProviderError,
@@ -34,7 +34,10 @@ def answered(spec: ModelSpec, reply: ProviderReply, started: float, finished: fl
     return CallResult(status="ok", text=reply.text, model_version=reply.model_version,
                       input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, tries=1,
                       latency_s=finished - started, started_at=started, finished_at=finished,
-                      cost_usd=tier_cost(spec, reply.input_tokens, reply.output_tokens, "batch"),
+                      cost_usd=tier_cost(spec, reply.input_tokens, reply.output_tokens, "batch",
+                                         reply.cache_read_tokens, reply.cache_write_tokens),
+                      cache_read_tokens=reply.cache_read_tokens, cache_write_tokens=reply.cache_write_tokens,
+                      cache_saved_usd=tier_saving(spec, reply.cache_read_tokens, reply.cache_write_tokens, "batch"),
                       finish_reason=reply.finish_reason, truncated=reply.finish_reason in TRUNCATION_REASONS)
 
 

@@ -2,7 +2,8 @@
 
 A model config says `tier: interactive | batch` and `batch_discount` (the share of the price saved
 at the batch tier; null = its endpoint has no batch API). `run.tier` sets the tier of every model
-and role of a sweep at once. Batch prices are the interactive prices × (1 − batch_discount).
+and role of a sweep at once. Batch prices are the interactive prices × (1 − batch_discount), the
+prompt cache's prices included.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from prefray.engine.calls.pricing import call_cost
+from prefray.engine.calls.pricing import cache_read_price, cache_saving, cache_write_price, call_cost
 from prefray.engine.config.schema import BatchConfig, RunConfig
 from prefray.engine.types import ModelSpec
 
@@ -47,13 +48,23 @@ def batch_priced(spec: ModelSpec) -> ModelSpec:
     """The spec with the batch tier's prices (what a batch answer is billed at)."""
     keep = 1.0 - float(spec.batch_discount or 0.0)
     return replace(spec, price_input_per_mtok=spec.price_input_per_mtok * keep,
-                   price_output_per_mtok=spec.price_output_per_mtok * keep)
+                   price_output_per_mtok=spec.price_output_per_mtok * keep,
+                   price_cache_read_per_mtok=cache_read_price(spec) * keep,
+                   price_cache_write_per_mtok=cache_write_price(spec) * keep)
 
 
-def tier_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, tier: str | None = None) -> float:
-    """Cost of one call in `tier` (default: the spec's own tier)."""
+def tier_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, tier: str | None = None,
+              cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> float:
+    """Cost of one call in `tier` (default: the spec's own tier); the prompt cache's prices and the
+    batch discount apply together (Anthropic: "pricing multipliers stack")."""
     priced = batch_priced(spec) if (tier or spec.tier) == "batch" else spec
-    return call_cost(priced, input_tokens, output_tokens)
+    return call_cost(priced, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+
+
+def tier_saving(spec: ModelSpec, cache_read_tokens: int, cache_write_tokens: int, tier: str | None = None) -> float:
+    """What the prompt cache saved on one call in `tier`."""
+    priced = batch_priced(spec) if (tier or spec.tier) == "batch" else spec
+    return cache_saving(priced, cache_read_tokens, cache_write_tokens)
 
 
 def check_tier(spec: ModelSpec, where: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import anthropic
 
 from prefray.engine.calls.providers.base import ProviderError, ProviderReply, sdk_errors
+from prefray.engine.calls.providers.caching import anthropic_breakpoint
 from prefray.engine.calls.providers.schema_subset import anthropic_schema
 from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
@@ -33,13 +34,14 @@ class AnthropicMessages:
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         params = dict(request.params)
         extra = dict(params.pop("extra_body", None) or {})
+        system, messages = anthropic_breakpoint(self.spec, request)
         body: dict[str, Any] = {
             "model": self.spec.model_id,
-            "messages": list(request.messages),
+            "messages": messages,
             "max_tokens": int(params.pop("max_tokens", 1024)),
         }
-        if request.system:
-            body["system"] = request.system
+        if system:
+            body["system"] = system
         for name in _BODY_PARAMS:
             if name in params:
                 extra[name] = params.pop(name)
@@ -68,13 +70,19 @@ def _reply(message: Any, rate_headers: dict[str, str]) -> ProviderReply:
     try:
         text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         usage = message.usage
+        # Anthropic's input_tokens counts only the tokens after the last cache breakpoint: reads
+        # and writes come apart, and all three are the call's input
+        read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+        written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
         return ProviderReply(
             text=text,
             model_version=message.model or "",
-            input_tokens=int(usage.input_tokens or 0) + int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+            input_tokens=int(usage.input_tokens or 0) + read + written,
             output_tokens=int(usage.output_tokens or 0),
             finish_reason=str(message.stop_reason or ""),
             rate_headers=rate_headers,
+            cache_read_tokens=read,
+            cache_write_tokens=written,
         )
     except (AttributeError, TypeError) as exc:
         raise ProviderError("bad_response", f"response without content: {exc}", retryable=True) from None

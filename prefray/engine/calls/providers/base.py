@@ -19,10 +19,13 @@ from prefray.engine.types import ChatRequest
 class ProviderReply:
     text: str
     model_version: str
-    input_tokens: int
+    input_tokens: int      # every input token counted (cached or not)
     output_tokens: int
     finish_reason: str = ""   # the provider's own word: "stop", "length", "end_turn", "max_tokens", ...
     rate_headers: dict[str, str] = field(default_factory=dict)  # the reply's rate-limit headers
+    cache_read_tokens: int = 0    # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0   # of input_tokens: written to it
+    more: list[tuple[str, str]] = field(default_factory=list)   # choices after the first (text, finish reason)
 
 
 # Finish reasons that mean the answer was cut by the output budget (OpenAI, Anthropic).
