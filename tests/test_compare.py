@@ -17,7 +17,8 @@ import pyarrow.csv as pacsv
 import pytest
 
 from prefray import app
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark
+from prefray.engine.config import catalog
 from prefray.engine.results.compare import (
     CompareSettings,
     NotComparable,
@@ -198,8 +199,8 @@ def toy_scores(rows: pa.Table, settings=None) -> pa.Table:
     return pa.Table.from_pylist(out, schema=UNIT_SCORE_SCHEMA)
 
 
-class Toy:
-    """The toy benchmark the run dirs below name (impl test_compare:TOY)."""
+class Toy(Benchmark):
+    """The toy benchmark the run dirs below name, installed for a test by the `toy` fixture."""
 
     name = "toy"
 
@@ -208,6 +209,16 @@ class Toy:
 
 
 TOY = Toy()
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The catalog with the toy benchmark installed beside the others (as a plugin would be), under
+    two names: "elsewhere" is a benchmark no toy run shares a unit with."""
+    toys = {name: catalog.Installed(name, "tests.test_compare:TOY", Path(__file__).parent, False)
+            for name in ("toy", "elsewhere")}
+    everything = {**catalog.installed(), **toys}
+    monkeypatch.setattr(catalog, "installed", lambda: everything)
 
 
 def test_compare_rows_scores_only_the_shared_units():
@@ -239,7 +250,7 @@ def test_across_the_model_pairs_two_models_on_the_same_units():
 
 def write_run(run_dir: Path, rows: list[dict]) -> Path:
     """A run dir as a launch leaves it, as far as compare reads: its manifest and its shards."""
-    config = {"benchmark": {"name": rows[0]["benchmark"], "impl": "test_compare:TOY"}, "model": {"name": "m"},
+    config = {"benchmark": {"name": rows[0]["benchmark"], "impl": "tests.test_compare:TOY"}, "model": {"name": "m"},
               "condition": {"name": "c"}, "judge": {"name": ""}, "run": {"dir": str(run_dir)}}
     run_dir.mkdir(parents=True)
     (run_dir / "manifest.json").write_text(json.dumps(
@@ -254,7 +265,7 @@ def planted_run(run_dir: Path, rng: np.random.Generator, rate: float) -> Path:
     return write_run(run_dir, shard_rows(units))
 
 
-def test_the_command_writes_the_csv_and_the_forest_plot(tmp_path, capsys):
+def test_the_command_writes_the_csv_and_the_forest_plot(tmp_path, capsys, toy):
     rng = np.random.default_rng(1)
     first = planted_run(tmp_path / "a", rng, 0.2)
     second = planted_run(tmp_path / "b", rng, 0.7)
@@ -276,7 +287,7 @@ def test_the_command_writes_the_csv_and_the_forest_plot(tmp_path, capsys):
     assert "120 unit(s) shared" in printed and "delta" in printed
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, toy):
     rng = np.random.default_rng(2)
     first = planted_run(tmp_path / "a", rng, 0.5)
     (tmp_path / "empty").mkdir()

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from test_compare import shard_rows, toy_scores, write_run
+from test_compare import shard_rows, toy, toy_scores, write_run  # noqa: F401 (toy: a fixture)
 from yarl import URL
 
 from prefray.engine.results.compare import adjusted, compare_rows
@@ -29,7 +29,8 @@ def marked_rows(run: str, units: list[tuple[str, int, str]]) -> list[dict]:
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, request):
+    request.getfixturevalue("toy")   # the toy benchmark installed (test_compare)
     rng = np.random.default_rng(4)
     units = [(f"p{p}-q{q}", 0, str(int(rng.random() < 0.5))) for p in range(6) for q in range(2)]
     first = write_run(tmp_path / "first", marked_rows("A", units))

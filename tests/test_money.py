@@ -127,7 +127,7 @@ def test_rejudge_sends_no_generation_and_matches_expectation(run_cli, fake_serve
     assert stats["by_model"]["fake-claude-judge"] == 4 * 3 * 5  # 4 verdicts + 1 completeness per response
     with open(run_dir / "metrics.csv") as handle:
         metrics = {(r["judge"], r["metric"]): float(r["value"]) for r in csv.DictReader(handle)}
-    expected = expected_rates(run_dir, "fake")
+    expected = expected_rates(run_dir, "fake", limit=4)
     for judge in ("fake", "fake-anthropic"):
         assert metrics[(judge, "MR")] == expected["MR"] and metrics[(judge, "AAR")] == expected["AAR"]
     with open(run_dir / "judge_agreement.csv") as handle:

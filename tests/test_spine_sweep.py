@@ -33,15 +33,16 @@ def independent_verdict(preference: str, category: str, text: str) -> bool:
     return boolean_at(answer_key(list(judge_messages(preference, text)), 0), "/applied")
 
 
-def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
-    """MR and AAR computed here from the fake server's documented answer rule."""
-    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()][:LIMIT]
+def expected_rates(run_dir: Path, model: str, limit: int = LIMIT) -> dict[str, float]:
+    """MR and AAR computed here from the fake server's documented answer rule, for a run of the
+    sample's first `limit` rows."""
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines()][:limit]
     table = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
     texts = {}
     for r in table:
         if r["stage"] == "generate" and r["model"] == model:
             texts[(r["instance_id"], r["sample"])] = r["text"]
-    assert len(texts) == LIMIT * 3
+    assert len(texts) == limit * 3
     counts = {False: [0, 0], True: [0, 0]}  # g -> [applied, total]
     for row in rows:
         instance_id = "--".join(re.sub(r"[^a-z0-9]+", "-", row[k].lower()).strip("-")
@@ -60,7 +61,8 @@ def expected_rates(run_dir: Path, model: str) -> dict[str, float]:
 def test_sweep_over_two_sdks_equals_independent_rates(run_cli, fake_server, tmp_path):
     run_dir = tmp_path / "run"
     run_cli("-m", "model=fake,fake-anthropic", "benchmark=benchpres", "condition=default", "judge=fake",
-            *fake_server.model_overrides(), f"run.dir={run_dir}", f"limit={LIMIT}", plots=True)
+            *fake_server.model_overrides(), f"run.dir={run_dir}", f"limit={LIMIT}", "run.figures=all",
+            plots=True)
     metrics = read_metrics(run_dir)
     for model in ("fake", "fake-anthropic"):
         expected = expected_rates(run_dir, model)
@@ -71,5 +73,6 @@ def test_sweep_over_two_sdks_equals_independent_rates(run_cli, fake_server, tmp_
     assert stats["by_route"]["messages"] == LIMIT * 3  # the anthropic generations went through /v1/messages
     for name in ("metrics.parquet", "metrics.md", "manifest.json", "calls.csv", "costs.csv"):
         assert (run_dir / name).exists()
+    # run.figures=all: the breakdowns too (the default, headline, draws the headline bars alone)
     for figure in ("benchpres__MR.png", "benchpres__MR_category.png", "benchpres__AAR_domain.png"):
         assert (run_dir / "plots" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
