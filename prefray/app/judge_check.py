@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
         configs = compose(args.settings)
         jobs = checked_jobs(configs, conf_dir())
         name = jobs[0].benchmark
-        check = getattr(load_benchmarks(configs)[name], "judge_check", None)
+        check = load_benchmarks(configs)[name].judge_check
         if check is None:
-            raise SweepError(f"benchmark {name} declares no judge check (cupid, benchpres and prisk_irp do)")
+            raise SweepError(f"benchmark {name} declares no judge check ({_with_checks()} do)")
         run_dir = run_dir_of(configs)
         if not isinstance(run_dir, Path):
             raise SweepError("a judge check runs in a local run.dir")
@@ -194,3 +194,17 @@ def write_report(report, job, run_dir: Path) -> None:
         for lab in report.labels:
             out.writerow([job.benchmark, judge, lab.label, lab.human_n, lab.judge_n, lab.agree, lab.bias, lab.recall,
                           *(report.confusion.get((lab.label, v), 0) for v in values)])
+
+
+def _with_checks() -> str:
+    """The installed benchmarks that declare a judge check, for the refusal's line."""
+    from prefray.engine.config import catalog
+
+    found = []
+    for name in catalog.names():
+        try:
+            if catalog.load(name).judge_check is not None:
+                found.append(name)
+        except Exception:  # noqa: BLE001 - a plugin that does not load is left out of a hint
+            continue
+    return ", ".join(found) or "none installed"

@@ -108,6 +108,9 @@ class Benchmark:
     figures: Sequence[Any] = ()
     # The order of conditions in figures (the others follow, sorted).
     condition_order: Sequence[str] = ()
+    # What `prefray judge-check` rates against people's labels (a prefray.engine.judgecheck.JudgeCheck);
+    # None: the benchmark has no judge check.
+    judge_check: Any = None
 
     def load(self, job: Job) -> Sequence[Any]:
         """Read and validate the job's dataset (first `job.limit` instances); raise DataError.

@@ -47,7 +47,7 @@ class JudgeCheck(Protocol):
     role: str            # the role whose model answers (e.g. "matcher", "judge")
     level: str           # the labels' level of measurement: nominal, ordinal or interval
     columns: tuple[str, ...]   # the input columns, in the file's terms (documented in the README)
-    # (optional attribute) `optional`: the input columns that may be empty
+    optional: tuple[str, ...]  # the input columns that may be empty (none: ())
     group_column: str    # the column whose equal values share one judge call
     labels: dict[str, float]   # label name → value (names are matched case-insensitively)
 
@@ -121,7 +121,7 @@ def read_labels(path: Path, check: JudgeCheck) -> tuple[list[CheckGroup], list[s
         if set(row) != set(header):
             raise DataError(f"{where}: columns {sorted(row)} differ from the first row's {sorted(header)}")
         inputs = {c: str(row[c]).strip() if row[c] is not None else "" for c in check.columns}
-        empty = [c for c in check.columns if not inputs[c] and c not in getattr(check, "optional", ())]
+        empty = [c for c in check.columns if not inputs[c] and c not in check.optional]
         if empty:
             raise DataError(f"{where}: empty input column(s) {', '.join(empty)}")
         labels = {}

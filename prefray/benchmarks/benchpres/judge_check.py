@@ -30,6 +30,7 @@ class PreferenceJudgeCheck:
     role = "judge"
     level = "nominal"
     columns = ("item_id", "preference", "response")
+    optional: tuple[str, ...] = ()
     group_column = "item_id"
     labels = LABELS
 

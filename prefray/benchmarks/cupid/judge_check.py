@@ -34,6 +34,7 @@ class MatcherCheck:
     role = "matcher"
     level = "ordinal"
     columns = ("pair_id", "preference", "entry")
+    optional: tuple[str, ...] = ()
     group_column = "pair_id"
     labels = LABELS
 
