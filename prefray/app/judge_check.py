@@ -23,6 +23,7 @@ from typing import Any
 
 from prefray.app.commands import Parser, refuse, refused
 from prefray.app.compose import checked_jobs, compose_configs, conf_dir, load_benchmarks, run_dir_of
+from prefray.engine.benchmark import Benchmark
 from prefray.engine.config.sweep import SweepError, expand
 
 LEVELS = ("nominal", "ordinal", "interval")
@@ -40,9 +41,10 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-class CheckRun:
+class CheckRun(Benchmark):
     """The benchmark as a judge check runs it: the labelled groups are its instances, the judge's
-    stages its only stages; its metrics are the check's report (written by the command), not metrics.csv."""
+    stages its only stages; its metrics are the check's report (written by the command), not
+    metrics.csv. The other hooks keep the base class's defaults."""
 
     def __init__(self, name: str, check: Any, groups: Sequence[Any]):
         self.name, self.check, self.groups = name, check, groups
