@@ -126,3 +126,19 @@ def test_a_sampled_model_takes_its_cells_cache_share(monkeypatch, tmp_path):
     expected = call_cost(longer.model, sampled["input_tokens"], sampled["output_tokens"],
                          sampled["cache_read_tokens"], sampled["cache_write_tokens"])
     assert sampled["cost_usd"] == pytest.approx(expected)
+
+
+def test_printed_plan_states_the_expected_saving(tmp_path):
+    import io
+
+    from prefray.engine.money.estimate import print_estimate, summarize
+
+    jobs, _, _, plan = planned(["model=fake-anthropic", *CACHEABLE], tmp_path)
+    lines = summarize(plan["rows"], jobs)
+    out = io.StringIO()
+    print_estimate(lines, out)
+    saved, uncached = sum(x.cache_saved_usd for x in lines), sum(x.uncached_cost_usd for x in lines)
+    read = sum(x.cache_read_tokens for x in lines) / sum(x.input_tokens for x in lines)
+    assert (f"prompt cache: expected {read:.1%} of input read from the cache, saves ~{saved:.4f} USD "
+            f"(~{uncached:.4f} USD without it") in out.getvalue()
+    assert saved > 0

@@ -26,6 +26,12 @@ dataset is no larger).
 With a response cache that holds answers, a job shares the count only if the cache holds none of
 its subject units' answers (looked up with its own model's requests); the others are counted one by
 one, in full, with the cache. Jobs with stored rows (resume) are counted one by one, in full.
+
+The prompt cache: a stage's sent requests are grouped by the prefix they declare
+(calls/cache_order.py: PrefixGroups), and each row prices its groups for its own answering model
+(calls/pricing.py: expected_cache; no cached price, nothing expected), so a count shared by many
+models is priced for each. A job counted on a sample takes its cell's full count's groups, as
+shares of input read and written (a sample of instances would split a prefix's group).
 """
 
 from __future__ import annotations

@@ -103,8 +103,11 @@ def totals(lines: list[EstimateLine]) -> str:
             f"(the slowest lane){batch}")
 
 
-def cache_line(lines: list[EstimateLine]) -> str:
-    """What the prompt cache is expected to save: share of sent input read from it, dollars saved."""
+def cache_line(lines: list[EstimateLine], expected: bool = True) -> str:
+    """What the prompt cache is expected to save: share of sent input read from it, dollars saved
+    (`expected` False: the rows carry no expectation, the simulation's)."""
+    if not expected:
+        return "prompt cache: not estimated with --simulate (the simulated answers read no cache)"
     tokens_in = sum(x.input_tokens for x in lines)
     reads = sum(x.cache_read_tokens for x in lines)
     saved, uncached = sum(x.cache_saved_usd for x in lines), sum(x.uncached_cost_usd for x in lines)
@@ -154,13 +157,13 @@ def print_tables(parts: list[tuple[str, list[str], list[dict[str, Any]]]], foote
     print(footer, file=out)
 
 
-def print_estimate(lines: list[EstimateLine], out: Any = None) -> None:
-    """Print the rows, the lanes and the totals."""
+def print_estimate(lines: list[EstimateLine], out: Any = None, cache_expected: bool = True) -> None:
+    """Print the rows, the lanes, the totals and the prompt cache's expected saving."""
     rows = [asdict(line) for line in lines]
     print_tables([("prefray estimate (nothing sent): per benchmark, evaluated model option and stage", ROW_COLUMNS,
                    rows),
                   ("time bound per provider lane (endpoint and model id, where rate limits apply)", LANE_COLUMNS,
-                   lane_rows(lines))], totals(lines) + "\n" + cache_line(lines), out)
+                   lane_rows(lines))], totals(lines) + "\n" + cache_line(lines, cache_expected), out)
 
 
 def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
