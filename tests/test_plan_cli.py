@@ -283,7 +283,7 @@ def test_simulated_plan_from_the_cli(tmp_path):
         with open(tmp_path / f"plan{flag}.csv") as handle:
             tables[flag] = list(csv.DictReader(handle))
         assert ("sample of" in done.stdout) == (flag == "")
-    money = ("cost_usd", "max_cost_usd")   # summed in another order
+    money = ("cost_usd", "max_cost_usd", "uncached_cost_usd", "cache_saved_usd")   # summed in another order
     assert [{k: v for k, v in r.items() if k not in money} for r in tables[""]] == [
         {k: v for k, v in r.items() if k not in money} for r in tables["--simulate"]]
     for counted, simulated in zip(tables[""], tables["--simulate"]):

@@ -2,11 +2,13 @@
 
 Prints (and with `--csv FILE` also writes), per benchmark, evaluated model option and stage: who
 answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the
-output token budget sent per call, estimated and maximum cost; then per rate-limit lane (provider
-endpoint and model id) the calls, limits and lower bound on minutes; the sweep's overall bound
-(the slowest lane); and the jobs per benchmark (conditions × models) with their judges. Values
-are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends nothing and
-writes nothing; missing API keys are reported but do not stop an estimate.
+output token budget sent per call, estimated cost (with the prompt cache's expected reads and
+writes at each model's cached prices; `--csv` adds the cost without it, the saving and the expected
+cache tokens) and maximum cost; then per rate-limit lane (provider endpoint and model id) the
+calls, limits and lower bound on minutes; the sweep's overall bound (the slowest lane); what the
+prompt cache is expected to save; and the jobs per benchmark (conditions × models) with their
+judges. Values are printed in full: wrapped on a terminal, plain aligned columns when piped. Sends
+nothing and writes nothing; missing API keys are reported but do not stop an estimate.
 
 Calls and tokens are counted in this process from what each stage builds (engine/flow/counting.py:
 no runner, no Ray, no shards; input tokens from a sample of each stage's rendered prompts).
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                 "output_ratio": options.run.estimate_output_ratio}
     rows = plan_rows(jobs, benchmarks, instances, run_dir, settings, args.simulate)
     lines = summarize(rows, jobs)
-    print_estimate(lines)
+    print_estimate(lines, cache_expected=not args.simulate)
     print(tokens_line(rows, args.simulate))
     print(jobs_line(jobs))
     print_tier_lines(tier_lines(rows, jobs))

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prefray.engine.calls.pricing import CACHE_LIFETIME_S, CacheExpectation, call_cost, expected_cache
@@ -83,26 +84,53 @@ async def prefix_first(items: Sequence[T], keys: Sequence[str | None], warm: War
     return list(await asyncio.gather(*tasks))
 
 
+@dataclass
+class PrefixGroups:
+    """Requests of one stage grouped by the prefix they declare, whichever model answers them: per
+    prefix (a hash of its text) the calls, their input tokens and the prefix's length in characters.
+    `expected(spec)` prices them for one model (its minimum prefix, provider and cached prices), so
+    one grouping serves every model a plan prices the same requests for."""
+
+    groups: dict[str, list[int]] = field(default_factory=dict)   # prefix → [calls, input tokens, chars]
+    input_tokens: int = 0   # every request's input tokens, with or without a prefix
+
+    def add(self, request: ChatRequest, input_tokens: int) -> None:
+        self.input_tokens += input_tokens
+        if not request.cache_prefix:
+            return
+        key = hashlib.sha1(prefix_text(request).encode()).hexdigest()
+        group = self.groups.setdefault(key, [0, 0, request.cache_prefix])
+        group[0] += 1
+        group[1] += input_tokens
+
+    def expected(self, spec: ModelSpec) -> CacheExpectation:
+        """What `spec` can expect from the prompt cache on these requests, sent as the runner sends
+        them: each prefix long enough for `spec` priced by `expected_cache` at its requests' mean
+        input; the other requests at the input price."""
+        minimum = max(1, spec.cache_min_tokens)
+        plain = self.input_tokens
+        cost = uncached = 0.0
+        total = reads = writes = 0
+        for calls, tokens, chars in self.groups.values():
+            if chars // 4 < minimum:
+                continue
+            plain -= tokens
+            mean = tokens // calls
+            got = expected_cache(spec, calls, chars // 4, mean)
+            cost, uncached = cost + got.cost_usd, uncached + got.uncached_cost_usd
+            reads, writes, total = reads + got.read_tokens, writes + got.write_tokens, total + calls * mean
+        cost, uncached = cost + call_cost(spec, plain, 0), uncached + call_cost(spec, plain, 0)
+        total += plain
+        return CacheExpectation(hit_rate=reads / total if total else 0.0, cost_usd=cost, uncached_cost_usd=uncached,
+                                read_tokens=reads, write_tokens=writes)
+
+
 def expected_for(spec: ModelSpec, requests: Sequence[ChatRequest]) -> CacheExpectation:
     """What a plan can expect from the prompt cache on these requests (one model, sent as the runner
     sends them): requests grouped by their declared prefix, each group priced by `expected_cache`
     at its requests' estimated input; requests without a cacheable prefix at the input price. The
     OpenAI route also caches repeated prompts nobody declared; this counts only declared prefixes."""
-    warm = WarmPrefixes(spec)
-    groups: dict[str | None, list[ChatRequest]] = {}
+    groups = PrefixGroups()
     for request in requests:
-        groups.setdefault(warm.key(request), []).append(request)
-    total = cost = uncached = 0.0
-    reads = 0.0
-    for key, members in groups.items():
-        inputs = [r.estimated_input_tokens() for r in members]
-        if key is None:
-            plain = call_cost(spec, sum(inputs), 0)
-            cost, uncached, total = cost + plain, uncached + plain, total + sum(inputs)
-            continue
-        mean = sum(inputs) / len(inputs)
-        got = expected_cache(spec, len(members), members[0].cache_prefix // 4, int(mean))
-        cost, uncached = cost + got.cost_usd, uncached + got.uncached_cost_usd
-        reads += got.hit_rate * len(members) * int(mean)
-        total += len(members) * int(mean)
-    return CacheExpectation(hit_rate=reads / total if total else 0.0, cost_usd=cost, uncached_cost_usd=uncached)
+        groups.add(request, request.estimated_input_tokens())
+    return groups.expected(spec)

@@ -88,6 +88,8 @@ class CacheExpectation:
     hit_rate: float        # share of the group's input tokens read from the cache
     cost_usd: float        # the group's input at the cached prices
     uncached_cost_usd: float   # the same input at the input price
+    read_tokens: int = 0   # input tokens read from the cache
+    write_tokens: int = 0  # input tokens written to it (billed on Anthropic only)
 
     @property
     def saved_usd(self) -> float:
@@ -105,7 +107,7 @@ def expected_cache(spec: ModelSpec, calls: int, prefix_tokens: int, input_tokens
     writes = cached if cached and spec.provider == "anthropic" else 0
     cost = call_cost(spec, total, 0, reads, writes)
     return CacheExpectation(hit_rate=reads / total if total else 0.0, cost_usd=cost,
-                            uncached_cost_usd=call_cost(spec, total, 0))
+                            uncached_cost_usd=call_cost(spec, total, 0), read_tokens=reads, write_tokens=writes)
 
 
 class Calibration:

@@ -26,6 +26,12 @@ dataset is no larger).
 With a response cache that holds answers, a job shares the count only if the cache holds none of
 its subject units' answers (looked up with its own model's requests); the others are counted one by
 one, in full, with the cache. Jobs with stored rows (resume) are counted one by one, in full.
+
+The prompt cache: a stage's sent requests are grouped by the prefix they declare
+(calls/cache_order.py: PrefixGroups), and each row prices its groups for its own answering model
+(calls/pricing.py: expected_cache; no cached price, nothing expected), so a count shared by many
+models is priced for each. A job counted on a sample takes its cell's full count's groups, as
+shares of input read and written (a sample of instances would split a prefix's group).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +48,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
+from prefray.engine.calls.cache_order import PrefixGroups
 from prefray.engine.calls.output_budget import final_request, output_budget
-from prefray.engine.calls.pricing import call_cost, max_output_tokens
+from prefray.engine.calls.pricing import cache_saving, call_cost, max_output_tokens
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.dryrun import SimulatedGateways
 from prefray.engine.flow.runner import unit_id
@@ -70,6 +77,17 @@ class _Tally:
     budget: int = 0
     cached_input: int = 0
     cached_output: int = 0
+    # the sent units' requests by the prompt-cache prefix they declare (of the cell's full count for
+    # a tally scaled from a sample: see scaled_to)
+    prefixes: PrefixGroups = field(default_factory=PrefixGroups)
+
+    def sent_one(self, request: ChatRequest, input_tokens: int, output_tokens: int) -> None:
+        """A unit sent, measured: its tokens, and its request for the prompt cache's expectation."""
+        self.sent += 1
+        self.measured += 1
+        self.input += input_tokens
+        self.output += output_tokens
+        self.prefixes.add(request, input_tokens)
 
     def input_tokens(self) -> int:
         """Sent units' input tokens: exact when every unit was measured, else the measured mean × units."""
@@ -78,11 +96,16 @@ class _Tally:
         return round(self.input / self.measured * self.sent) if self.measured else 0
 
     def scaled_to(self, reference: _Tally) -> _Tally:
-        """This tally, measured on a sample of instances, scaled to the reference's unit counts."""
+        """This tally, measured on a sample of instances, scaled to the reference's unit counts.
+
+        Its prompt-cache prefixes are the reference's: a prefix's requests span instances (a
+        BenchPreS profile's contexts), so a sample of instances would split its groups, and the
+        stages that declare one build the same prefix text whatever the answering model's budget."""
         if not self.sent:
             return reference
         return _Tally(sent=reference.sent, measured=self.sent, input=self.input,
-                      output=round(self.output / self.sent * reference.sent), budget=self.budget)
+                      output=round(self.output / self.sent * reference.sent), budget=self.budget,
+                      prefixes=reference.prefixes)
 
 
 def _signature(spec: ModelSpec) -> tuple[Any, ...]:
@@ -172,11 +195,8 @@ class _JobCount:
         rows: list[dict[str, Any]] = []
         for index, (uid, unit, attempt, request) in enumerate(pending):
             hit = hits.get(keys[index]) if hits else None
-            if hit is None and not keep and stage.parse is None:
-                tally.sent += 1   # no one reads its answer: counted without one
-                tally.measured += 1
-                tally.output += self.answers.output_tokens(request)
-                tally.input += request.estimated_input_tokens()
+            if hit is None and not keep and stage.parse is None:   # no one reads its answer: counted without one
+                tally.sent_one(request, request.estimated_input_tokens(), self.answers.output_tokens(request))
                 continue
             value, result = self._answered(stage, spec, request, unit, hit or self.answers.answer(spec, request))
             if result.cached:
@@ -184,10 +204,7 @@ class _JobCount:
                 tally.cached_input += result.input_tokens
                 tally.cached_output += result.output_tokens
             else:
-                tally.sent += 1
-                tally.measured += 1
-                tally.output += result.output_tokens
-                tally.input += result.input_tokens
+                tally.sent_one(request, result.input_tokens, result.output_tokens)
             if keep:
                 rows.append(self._row(stage, spec, judge, uid, unit, attempt, request, result, value))
         if not keep:
@@ -348,6 +365,22 @@ def _budgets(spec: ModelSpec, params: set[Any]) -> tuple[Any, ...]:
     return tuple(sorted(-1 if budget is None else budget[1] for budget in found))
 
 
+def _expected_cache(spec: ModelSpec, tally: _Tally, tokens_in: int) -> tuple[int, int]:
+    """Input tokens of a stage's sent units that `spec` can expect read from and written to the
+    prompt cache: its prefixes priced for `spec` (calls/cache_order.py: PrefixGroups), as shares of
+    the input they were measured on, applied to the row's input (the same, unless scaled). A model
+    with no cached price expects nothing: the plan does not know what its provider caches."""
+    prefixes = tally.prefixes
+    unpriced = spec.price_cache_read_per_mtok is None and spec.price_cache_write_per_mtok is None
+    if unpriced or not prefixes.groups or not prefixes.input_tokens:   # no cached price: nothing expected
+        return 0, 0
+    got = prefixes.expected(spec)
+    if prefixes.input_tokens == tokens_in:
+        return got.read_tokens, got.write_tokens
+    share = tokens_in / prefixes.input_tokens
+    return min(tokens_in, round(got.read_tokens * share)), round(got.write_tokens * share)
+
+
 def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[dict[str, Any]]:
     rows = []
     for (stage, role, judge), tally in tallies.items():
@@ -357,11 +390,17 @@ def _plan_rows(job: Job, tallies: dict[tuple[str, str, str], _Tally]) -> list[di
                 "output_budget": tally.budget, "sampled": tally.measured}
         if tally.sent:
             tokens_in = tally.input_tokens()
+            reads, writes = _expected_cache(spec, tally, tokens_in)
             rows.append({**base, "cached": False, "calls": tally.sent, "input_tokens": tokens_in,
-                         "output_tokens": tally.output, "cost_usd": call_cost(spec, tokens_in, tally.output),
-                         "max_cost_usd": call_cost(spec, tokens_in, tally.budget * tally.sent)})
+                         "output_tokens": tally.output,
+                         "cost_usd": call_cost(spec, tokens_in, tally.output, reads, writes),
+                         "max_cost_usd": call_cost(spec, tokens_in, tally.budget * tally.sent),
+                         "cache_read_tokens": reads, "cache_write_tokens": writes,
+                         "cache_saved_usd": cache_saving(spec, reads, writes),
+                         "uncached_cost_usd": call_cost(spec, tokens_in, tally.output)})
         if tally.cached:
             rows.append({**base, "cached": True, "calls": tally.cached, "input_tokens": tally.cached_input,
-                         "output_tokens": tally.cached_output, "cost_usd": 0.0, "max_cost_usd": 0.0})
+                         "output_tokens": tally.cached_output, "cost_usd": 0.0, "max_cost_usd": 0.0,
+                         "cache_read_tokens": 0, "cache_write_tokens": 0, "cache_saved_usd": 0.0,
+                         "uncached_cost_usd": 0.0})
     return rows
-

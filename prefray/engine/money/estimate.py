@@ -62,7 +62,8 @@ def plan_rows(rows: pa.Table, jobs: Sequence[Job]) -> pa.Table:
                                       "model_id", "cached"))
         out = sums.setdefault(key, {**dict(zip(PLAN_KEYS, key)), "calls": 0, "input_tokens": 0,
                                     "output_tokens": 0, "output_budget": 0, "cost_usd": 0.0,
-                                    "max_cost_usd": 0.0, "sampled": 0})
+                                    "max_cost_usd": 0.0, "sampled": 0, "cache_read_tokens": 0,
+                                    "cache_write_tokens": 0, "cache_saved_usd": 0.0, "uncached_cost_usd": 0.0})
         out["output_budget"] = max(out["output_budget"], budget)
         out["calls"] += 1
         out["sampled"] += 1
@@ -71,7 +72,16 @@ def plan_rows(rows: pa.Table, jobs: Sequence[Job]) -> pa.Table:
         if not row["cached"]:
             out["cost_usd"] += row["cost_usd"]
             out["max_cost_usd"] += call_cost(spec, row["input_tokens"], budget)
+            _add_cache(out, row)
     return pa.Table.from_pylist(list(sums.values()), schema=PLAN_SCHEMA)
+
+
+def _add_cache(out: dict[str, Any], row: dict[str, Any]) -> None:
+    """A simulated row's prompt-cache usage (the simulated answers report none: zeros)."""
+    out["cache_read_tokens"] += row.get("cache_read_tokens") or 0
+    out["cache_write_tokens"] += row.get("cache_write_tokens") or 0
+    out["cache_saved_usd"] += row.get("cache_saved_usd") or 0.0
+    out["uncached_cost_usd"] += row["cost_usd"] + (row.get("cache_saved_usd") or 0.0)
 
 
 def summarize(plan: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
@@ -99,6 +109,8 @@ def summarize(plan: pa.Table, jobs: Sequence[Job]) -> list[EstimateLine]:
         _add(lines[key], row)
     for key, names in conditions.items():
         lines[key].conditions = ",".join(sorted(names))
+    for line in lines.values():
+        line.cache_hit_rate = line.cache_read_tokens / line.input_tokens if line.input_tokens else 0.0
     _bound_lanes(list(lines.values()), lane_specs)
     return sorted(lines.values(), key=lambda x: (x.benchmark, x.model, x.stage, x.answered_by))
 
@@ -113,6 +125,10 @@ def _add(line: EstimateLine, row: dict[str, Any]) -> None:
     line.output_tokens += row["output_tokens"]
     line.cost_usd += row["cost_usd"]
     line.max_cost_usd += row["max_cost_usd"]
+    line.uncached_cost_usd += row["uncached_cost_usd"]
+    line.cache_saved_usd += row["cache_saved_usd"]
+    line.cache_read_tokens += row["cache_read_tokens"]
+    line.cache_write_tokens += row["cache_write_tokens"]
 
 
 def _bound_lanes(lines: list[EstimateLine], lane_specs: dict[str, dict[str, ModelSpec]]) -> None:

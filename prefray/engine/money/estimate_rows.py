@@ -18,7 +18,14 @@ PLAN_SCHEMA = pa.schema([
     ("input_tokens", pa.int64()),
     ("output_tokens", pa.int64()),
     ("output_budget", pa.int64()),   # the largest max output tokens sent per call
-    ("cost_usd", pa.float64()),
-    ("max_cost_usd", pa.float64()),  # at the full output budget
+    ("cost_usd", pa.float64()),      # with the prompt cache's expected reads and writes at the cached prices
+    ("max_cost_usd", pa.float64()),  # at the full output budget, without the prompt cache
     ("sampled", pa.int64()),         # units whose rendered prompts the input estimate was measured on
+    # The prompt cache's expectation (calls/cache_order.py: PrefixGroups, calls/pricing.py:
+    # expected_cache): input tokens read from and written to it (parts of input_tokens), what that
+    # saves and the cost without it; the counting plan fills them, the simulation leaves them 0.
+    ("cache_read_tokens", pa.int64()),
+    ("cache_write_tokens", pa.int64()),
+    ("cache_saved_usd", pa.float64()),
+    ("uncached_cost_usd", pa.float64()),
 ])

@@ -32,6 +32,13 @@ class EstimateLine:
     output_budget: int = 0  # max output tokens sent per call (the runner's final_request); stage's largest
     cost_usd: float = 0.0
     max_cost_usd: float = 0.0
+    # the prompt cache's expectation: the cost without it, what it saves, input tokens read from and
+    # written to it (parts of input_tokens) and the share of input read
+    uncached_cost_usd: float = 0.0
+    cache_saved_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_hit_rate: float = 0.0
     tier: str = "interactive"  # the answering model's tier (batch-tier calls wait for no rate limit)
     lane: str = ""        # where rate limits apply: provider endpoint and model id
     lane_rpm: float | None = None
@@ -96,6 +103,20 @@ def totals(lines: list[EstimateLine]) -> str:
             f"(the slowest lane){batch}")
 
 
+def cache_line(lines: list[EstimateLine], expected: bool = True) -> str:
+    """What the prompt cache is expected to save: share of sent input read from it, dollars saved
+    (`expected` False: the rows carry no expectation, the simulation's)."""
+    if not expected:
+        return "prompt cache: not estimated with --simulate (the simulated answers read no cache)"
+    tokens_in = sum(x.input_tokens for x in lines)
+    reads = sum(x.cache_read_tokens for x in lines)
+    saved, uncached = sum(x.cache_saved_usd for x in lines), sum(x.uncached_cost_usd for x in lines)
+    share = reads / tokens_in if tokens_in else 0.0
+    return (f"prompt cache: expected {share:.1%} of input read from the cache, saves ~{saved:.4f} USD "
+            f"(~{uncached:.4f} USD without it, {saved / uncached if uncached else 0.0:.1%}); models with "
+            "cached prices only, each job's own prefixes")
+
+
 def _plain(title: str, columns: list[str], rows: list[dict[str, Any]]) -> str:
     cells = [[_cell(r[c], c) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
@@ -136,13 +157,13 @@ def print_tables(parts: list[tuple[str, list[str], list[dict[str, Any]]]], foote
     print(footer, file=out)
 
 
-def print_estimate(lines: list[EstimateLine], out: Any = None) -> None:
-    """Print the rows, the lanes and the totals."""
+def print_estimate(lines: list[EstimateLine], out: Any = None, cache_expected: bool = True) -> None:
+    """Print the rows, the lanes, the totals and the prompt cache's expected saving."""
     rows = [asdict(line) for line in lines]
     print_tables([("prefray estimate (nothing sent): per benchmark, evaluated model option and stage", ROW_COLUMNS,
                    rows),
                   ("time bound per provider lane (endpoint and model id, where rate limits apply)", LANE_COLUMNS,
-                   lane_rows(lines))], totals(lines), out)
+                   lane_rows(lines))], totals(lines) + "\n" + cache_line(lines, cache_expected), out)
 
 
 def print_tier_lines(tier_lines: list[Any], out: Any = None) -> None:
