@@ -234,9 +234,12 @@ def test_two_jobs_judge_units_interleave_on_a_shared_lane(run_cli, make_fake_ser
     assert sum(r["finished_at"] > arrived for r in first) >= 10
     # one call at a time, so answers come in the order of sends: before the second job's first unit
     # went out, the first job finished only the call in flight, the one holding the turn, and one of
-    # each of its tags ahead in line (verdicts, scores); arrival order would send all its waiting units
+    # each of its tags ahead in line (verdicts, scores): 4; arrival order would send all its waiting
+    # units (10 or more, above) first. Two more are allowed: `started_at` is stamped when a call enters
+    # its gateway, and on a loaded machine the lane may take one or two of the first job's units
+    # before the second job's first unit reaches its queue.
     first_served = min(r["finished_at"] for r in second)
-    assert sum(arrived < r["finished_at"] < first_served for r in first) <= 4
+    assert sum(arrived < r["finished_at"] < first_served for r in first) <= 6
     first_done = sorted(r["finished_at"] for r in first)
     assert first_served < first_done[int(0.9 * len(first_done))]
 
