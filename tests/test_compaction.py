@@ -234,9 +234,15 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     # the job's end merged the large files rolled while it ran (every two shards)
     assert any(name.startswith("compact-") for name in absorbed_by(Path(rolled_files[0])))
     assert metrics_rows(rolled) == metrics_rows(plain)
-    costs = [list(csv.reader((run / "costs.csv").open())) for run in (rolled, plain)]
-    assert [row[:-1] for row in costs[0]] == [row[:-1] for row in costs[1]]   # counts and tokens
-    assert [float(row[-1]) for row in costs[0][1:]] == pytest.approx([float(row[-1]) for row in costs[1][1:]])
+    # counts and tokens alike; dollars (the *_usd columns) up to the order of a float sum
+    costs = [list(csv.DictReader((run / "costs.csv").open())) for run in (rolled, plain)]
+    assert len(costs[0]) == len(costs[1]) > 0
+    for row, other in zip(*costs):
+        assert row.keys() == other.keys()
+        assert {k: v for k, v in row.items() if not k.endswith("_usd")} == \
+            {k: v for k, v in other.items() if not k.endswith("_usd")}
+        assert [float(row[k]) for k in row if k.endswith("_usd")] == \
+            pytest.approx([float(other[k]) for k in other if k.endswith("_usd")])
     # the paid record is rolled into one Parquet file at the run's end; without compaction it stays JSON lines
     assert [p.name[:5] + p.suffix for p in (rolled / "ledger").iterdir()] == ["paid-.parquet"]
     assert {p.suffix for p in (plain / "ledger").iterdir()} == {".jsonl"}   # one file per gateway

@@ -129,7 +129,11 @@ def test_rate_headers_of_both_providers_are_read():
 def test_a_strict_sliding_window_provider_sees_no_429(run_cli, make_fake_server, tmp_path):
     """The server allows 50 requests in any five-second window (600 rpm); a one-second burst allowance
     at the start (10 at once, then 10 a second: 60 in the first five seconds) breaks it."""
-    server = make_fake_server("--rpm", "600", "--strict-window", "5", "--latency", "0.05")
+    # The server allows 5% above the lane's rpm: a grant of the shared limiter (a Ray actor) reaches
+    # the server one actor reply later, and on a loaded machine that reply's delay varies by more
+    # than one grant's interval (0.1 s here), so two grants can land closer than they were given.
+    # Two processes each pacing at the full rpm would still send at twice the server's limit.
+    server = make_fake_server("--rpm", "630", "--strict-window", "5", "--latency", "0.05")
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
             *server.model_overrides(), "model.rpm=600", "judge.rpm=600", f"run.dir={run}")
@@ -146,7 +150,11 @@ def test_a_lane_on_two_processes_sends_from_both_within_one_shared_rpm(run_cli, 
     own would send twice as fast and meet 429s)."""
     import json
 
-    server = make_fake_server("--rpm", "600", "--strict-window", "5", "--latency", "0.05")
+    # The server allows 5% above the lane's rpm: a grant of the shared limiter (a Ray actor) reaches
+    # the server one actor reply later, and on a loaded machine that reply's delay varies by more
+    # than one grant's interval (0.1 s here), so two grants can land closer than they were given.
+    # Two processes each pacing at the full rpm would still send at twice the server's limit.
+    server = make_fake_server("--rpm", "630", "--strict-window", "5", "--latency", "0.05")
     run = tmp_path / "run"
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=4", "run.cache=false",
             *server.model_overrides(), "model.rpm=600", "judge.rpm=600", "judge.gateway_processes=2",
