@@ -25,3 +25,5 @@ _.in_all  # noqa: B018
 _.prompt_cache_keys, _.cache_control_requests  # noqa: B018
 # The prompt cache a plan can expect (engine/calls/pricing.py), for prefray.plan and bench/cache_savings.py.
 expected_cache, expected_for, _.hit_rate, _.saved_usd  # noqa: B018
+# The plan's expected share of input read from the prompt cache, a column of `plan --csv` (through asdict).
+_.cache_hit_rate  # noqa: B018
