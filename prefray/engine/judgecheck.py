@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from prefray.engine.benchmark import DataError, Job, Stage
+from prefray.engine.benchmark import DataError, Job, Stage, parsed
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,14 @@ class JudgeCheck(Protocol):
     def verdicts(self, rows: pa.Table, groups: Sequence[CheckGroup]) -> dict[str, float]:
         """The judge's value per item id, from the stored rows of those stages (best attempt per
         unit); an item without a usable verdict has no entry."""
+
+
+def one_item_verdicts(rows: pa.Table, groups: Sequence[CheckGroup], stage: str, key: str) -> dict[str, float]:
+    """Item → the judge's value, for a check whose every group is one item: `key` of the parsed
+    answer of `stage` for the group's unit, for each answered group (an unanswered item has none)."""
+    ok = rows.filter(pc.and_(pc.equal(rows["stage"], stage), pc.equal(rows["status"], "ok"))).to_pylist()
+    values = {row["instance_id"]: float(parsed(row)[key]) for row in ok}
+    return {group.items[0].item: values[group.instance_id] for group in groups if group.instance_id in values}
 
 
 def label_value(cell: Any, labels: dict[str, float]) -> float | None:

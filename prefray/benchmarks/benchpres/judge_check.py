@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, parse_verdict
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.judgecheck import CheckGroup
+from prefray.engine.benchmark import Job, Stage, StageContext
+from prefray.engine.judgecheck import CheckGroup, one_item_verdicts
 from prefray.engine.types import ChatRequest, WorkUnit
 
 LABELS = {"yes": 1.0, "no": 0.0, "applied": 1.0, "not applied": 0.0, "true": 1.0, "false": 0.0}
@@ -55,9 +54,7 @@ class PreferenceJudgeCheck:
         return units
 
     def verdicts(self, rows: pa.Table, groups: Sequence[CheckGroup]) -> dict[str, float]:
-        ok = rows.filter(pc.and_(pc.equal(rows["stage"], "judge"), pc.equal(rows["status"], "ok"))).to_pylist()
-        applied = {row["instance_id"]: float(parsed(row)["applied"]) for row in ok}
-        return {group.items[0].item: applied[group.instance_id] for group in groups if group.instance_id in applied}
+        return one_item_verdicts(rows, groups, "judge", "applied")
 
 
 PREFERENCE_JUDGE_CHECK = PreferenceJudgeCheck()

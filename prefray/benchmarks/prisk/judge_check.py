@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from prefray.benchmarks.prisk.pipeline import params
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, parse_score
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.judgecheck import CheckGroup
+from prefray.engine.benchmark import Job, Stage, StageContext
+from prefray.engine.judgecheck import CheckGroup, one_item_verdicts
 from prefray.engine.types import ChatRequest, WorkUnit
 
 
@@ -57,9 +56,7 @@ class IrpJudgeCheck:
         return units
 
     def verdicts(self, rows: pa.Table, groups: Sequence[CheckGroup]) -> dict[str, float]:
-        ok = rows.filter(pc.and_(pc.equal(rows["stage"], "irp_judge"), pc.equal(rows["status"], "ok"))).to_pylist()
-        scores = {row["instance_id"]: float(parsed(row)["score"]) for row in ok}
-        return {group.items[0].item: scores[group.instance_id] for group in groups if group.instance_id in scores}
+        return one_item_verdicts(rows, groups, "irp_judge", "score")
 
 
 IRP_JUDGE_CHECK = IrpJudgeCheck()
