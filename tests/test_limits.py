@@ -282,3 +282,50 @@ def test_a_paced_lane_probes_with_what_its_pacer_sends_in_the_latency_prior():
         return most
 
     assert asyncio.run(paced()) > PROBE_CALLS
+
+
+@pytest.mark.e2e
+def test_lanes_lease_slots_of_the_shared_schedule_in_few_actor_calls(ray_address):
+    """Two lanes (two processes' views) share one model's 12,000 rpm through the real limiter actor:
+    together they send on its one schedule (300 sends take at least 299 slot intervals), and they
+    reach the actor about once per lease, not once per call; tokens are leased ahead and an
+    over-estimate's reconciliation is charged to the next lease."""
+    import ray
+
+    from prefray.engine.calls.limits import PACE_MARGIN, SharedBuckets
+
+    ray.init(address=ray_address, namespace="prefray-test-lease", log_to_driver=False, ignore_reinit_error=True)
+
+    class Counted(SharedBuckets):
+        leases: list[tuple[int, int]]
+
+        async def _remote(self, requests: int, tokens: int) -> None:
+            self.leases = [*getattr(self, "leases", []), (requests, tokens)]
+            await super()._remote(requests, tokens)
+
+    rpm, tpm, calls = 12000.0, 6_000_000.0, 150
+    key = ("lease-model", rpm, tpm)
+    lanes = [Counted("limiter-lease-test", "prefray-test-lease", 30.0, key, rpm, tpm) for _ in range(2)]
+    sends: list[float] = []
+
+    async def lane_calls(lane: SharedBuckets) -> None:
+        for left in range(calls - 1, -1, -1):
+            await lane.take(1, 100, waiting=left)
+            sends.append(time.monotonic())
+
+    async def both() -> None:
+        await asyncio.gather(*(lane_calls(lane) for lane in lanes))
+        await lanes[0].take(0, 50)   # a call that used 50 tokens more than its estimate
+
+    try:
+        asyncio.run(both())
+    finally:
+        ray.shutdown()
+    interval = 60.0 / (rpm * PACE_MARGIN)
+    sends.sort()
+    assert sends[-1] - sends[0] >= (2 * calls - 1) * interval * 0.9          # one schedule, not two
+    for lane in lanes:
+        assert len(lane.leases) <= math.ceil(calls / 32) + 2                  # leases of up to 32 slots
+        assert sum(slots for slots, _ in lane.leases) == calls                 # none left over: `waiting`
+        assert all(tokens == 100 * slots for slots, tokens in lane.leases)     # each slot's estimate
+    assert lanes[0].credit == -50 and lanes[1].credit == 0                     # the 50 owed, for the next lease

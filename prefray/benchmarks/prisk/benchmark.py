@@ -38,6 +38,7 @@ class PriskBenchmark(Benchmark):
 
     def __init__(self, name: str):
         self.name = name
+        self._last_values: tuple[pa.Table, dict[str, Any], list, list] | None = None
 
     def check(self, job: Job) -> None:
         problems = check_prompt_overrides(PROMPTS, job.settings)
@@ -62,14 +63,30 @@ class PriskBenchmark(Benchmark):
         """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark."""
         raise NotImplementedError
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def values_by_model(self, rows: pa.Table, settings: dict[str, Any]) -> tuple[list[dict[str, Any]], list]:
+        """The records of `rows` and the `values` of each model's records on their own, models in
+        order: every value is one model's (a cell, a fit, a universe), so each pass reads only its
+        model's records. Aggregation asks for the metrics and then the unit scores of the same rows:
+        both are computed once."""
+        last = self._last_values
+        if last is not None and last[1] == settings and last[0].equals(rows):
+            return last[2], last[3]
         recs = records(rows)
-        values = without_units(self.values(recs, settings)) + route_metrics(recs)
+        by_model: dict[str, list[dict[str, Any]]] = {}
+        for rec in recs:
+            by_model.setdefault(rec["model"], []).append(rec)
+        values = [value for model in sorted(by_model) for value in self.values(by_model[model], settings)]
+        self._last_values = (rows, settings, recs, values)
+        return recs, values
+
+    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+        recs, values = self.values_by_model(rows, settings)
+        values = without_units(values) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
         values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """Per-unit judge scores and attributions, clustered by persona–query pair (for CIs)."""
-        return pa.Table.from_pylist(unit_rows(self.name, self.values(records(rows), settings)),
+        return pa.Table.from_pylist(unit_rows(self.name, self.values_by_model(rows, settings)[1]),
                                     schema=UNIT_SCORE_SCHEMA)

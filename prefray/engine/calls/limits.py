@@ -19,6 +19,10 @@ Request and token budgets belong to the account, so on a cluster they live in on
 SharedLimiter actor per provider endpoint and key: every launch's gateway takes from the same
 buckets, so sweeps started at once together stay under the declared RPM/TPM. The limiter outlives
 the drivers that used it and ends itself once idle. The in-flight window stays with each lane.
+A lane takes from the limiter in leases, not one call at a time: one actor call reserves the next
+few request slots of the shared schedule (as many as its callers are waiting for, at most
+LEASE_S of its rate) and their tokens, and the lane sends them on that schedule itself. A slot
+leased and not used is lost, never sent twice: leases can only leave the account under its limits.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ PACE_MARGIN = 0.98
 LITTLE_MARGIN = 1.25
 LATENCY_SMOOTHING = 0.2
 HANDLE_ATTEMPTS = 3
+# A lease of the shared limiter covers at most this many seconds of the lane's request rate (and
+# MAX_LEASE slots): one actor call per lease, not per call (each costs ~1 ms of CPU on both sides).
+LEASE_S = 0.25
+MAX_LEASE = 32
 
 
 def request_pacer(rpm: float) -> Pacer:
@@ -100,7 +108,7 @@ class Buckets:
         self.requests = request_pacer(rpm) if rpm else None
         self.tokens = AsyncLimiter(tpm * TOKEN_WINDOW_S / 60.0, TOKEN_WINDOW_S) if tpm else None
 
-    async def take(self, requests: int, tokens: int) -> None:
+    async def take(self, requests: int, tokens: int, waiting: int = 0) -> None:
         if self.requests is not None and requests:
             await self.requests.acquire(requests)
         if self.tokens is not None and tokens > 0:
@@ -137,14 +145,56 @@ class SharedLimiter:
 
 
 class SharedBuckets:
-    """A lane's view of the cluster-wide buckets (fetched again if the limiter ended while idle)."""
+    """A lane's view of the cluster-wide buckets (fetched again if the limiter ended while idle).
+
+    Requests and tokens are leased: `take` asks the limiter for the next `lease_size` request slots
+    and their estimated tokens at once, then hands the slots out locally, one every 60/rpm seconds
+    from the moment the lease was granted (the limiter's schedule, as its pacer would have woken
+    each caller). Tokens left over stay as credit for the next calls; a reconciliation beyond the
+    estimate is charged to the credit and taken with the next lease."""
 
     def __init__(self, name: str, namespace: str, idle_s: float, key: tuple, rpm: float | None, tpm: float | None):
         self.name, self.namespace, self.idle_s = name, namespace, idle_s
         self.key, self.rpm, self.tpm = key, rpm, tpm
         self.handle: Any = None
+        self.slots: deque[float] = deque()   # monotonic times of leased request slots, earliest first
+        self.credit = 0.0                    # input tokens leased and not yet spent (negative: owed)
+        self.leasing = asyncio.Lock()
 
-    async def take(self, requests: int, tokens: int) -> None:
+    def lease_size(self, waiting: int) -> int:
+        """Calls to lease for a caller with `waiting` more behind it: at most LEASE_S of the rate."""
+        by_rate = int(self.rpm / 60.0 * LEASE_S) if self.rpm else MAX_LEASE
+        return max(1, min(MAX_LEASE, 1 + waiting, by_rate))
+
+    def _tokens_to_lease(self, tokens: int, calls: int) -> int:
+        """Tokens for `calls` calls like this one, beyond the credit; within the bucket's capacity
+        unless this one call needs more (a long prompt takes the whole bucket, as Buckets does)."""
+        capacity = self.tpm * TOKEN_WINDOW_S / 60.0
+        need, wanted = tokens - self.credit, tokens * calls - self.credit
+        return max(0, math.ceil(max(need, min(wanted, capacity))))
+
+    async def take(self, requests: int, tokens: int, waiting: int = 0) -> None:
+        if not requests:
+            self.credit -= tokens   # settled with the next lease: a reconciliation waits for nothing
+            return
+        async with self.leasing:
+            calls = self.lease_size(waiting)
+            slots = calls if self.rpm and not self.slots else 0
+            if slots or (self.tpm and tokens > self.credit):
+                leased = self._tokens_to_lease(tokens, calls) if self.tpm else 0
+                await self._remote(slots, leased)
+                granted, interval = time.monotonic(), self._interval()
+                self.slots.extend(granted + k * interval for k in range(slots))
+                self.credit += leased
+            wait = self.slots.popleft() - time.monotonic() if self.rpm else 0.0
+            self.credit -= tokens
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def _interval(self) -> float:
+        return 60.0 / (self.rpm * PACE_MARGIN) if self.rpm else 0.0
+
+    async def _remote(self, requests: int, tokens: int) -> None:
         from ray.exceptions import RayActorError
 
         for attempt in range(HANDLE_ATTEMPTS):
@@ -270,7 +320,7 @@ class ModelLimits:
                 pause = self.paused_until - time.monotonic()
                 if pause > 0:
                     await asyncio.sleep(pause)
-                await self.buckets.take(1, estimated_tokens)
+                await self.buckets.take(1, estimated_tokens, self.turns.waiting())
             except BaseException:
                 await self.window.release()
                 raise
