@@ -516,3 +516,34 @@ def test_a_perspective_item_is_paired_only_with_the_preferences_it_refers_to():
     # an item whose direction follows from attributes every profile has (age) keeps every persona
     teens = [i for i in instances if i.item.item_id == "syc-per-8"]
     assert len(teens) == len({i.profile.profile_id for i in instances})
+
+
+def test_each_models_values_are_its_own_and_the_unit_scores_reuse_the_metrics_values(monkeypatch):
+    """PRISK computes each model's values from that model's records alone: two models together give
+    the rows each gives alone. The metrics and then the unit scores of the same rows (what an
+    aggregation asks) compute them once."""
+    first, _ = narrowing_design(seed=5)
+    second, _ = narrowing_design(seed=9)
+    second = second.set_column(second.schema.get_field_index("model"), "model", pa.array(["m2"] * second.num_rows))
+    both = pa.concat_tables([first, second])
+
+    def keyed(table: pa.Table) -> list[tuple]:
+        return sorted((r["model"], r["condition"], r["metric"], repr(r["value"]), r["n"], r["excluded"])
+                      for r in table.to_pylist())
+
+    alone = keyed(NARROWING.metrics(first, {})) + keyed(NARROWING.metrics(second, {}))
+    assert keyed(NARROWING.metrics(both, {})) == sorted(alone)
+    units_alone = sorted(map(repr, NARROWING.unit_scores(first, {}).to_pylist()
+                             + NARROWING.unit_scores(second, {}).to_pylist()))
+    passes: list[str] = []
+    original = NARROWING.values
+
+    def counted(recs, settings):
+        passes.append(recs[0]["model"])
+        return original(recs, settings)
+
+    monkeypatch.setattr(NARROWING, "values", counted)
+    fresh = pa.concat_tables([first, second])        # equal rows, another table: still one computation
+    NARROWING.metrics(fresh, {})
+    keyed_units = sorted(map(repr, NARROWING.unit_scores(both, {}).to_pylist()))
+    assert passes == ["m", "m2"] and keyed_units == units_alone
