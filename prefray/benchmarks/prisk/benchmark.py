@@ -38,7 +38,7 @@ class PriskBenchmark(Benchmark):
 
     def __init__(self, name: str):
         self.name = name
-        self._last_values: tuple[pa.Table, dict[str, Any], list, list] | None = None
+        self._last_values: tuple[pa.Table, dict[str, Any], list[dict[str, Any]]] | None = None
 
     def check(self, job: Job) -> None:
         problems = check_prompt_overrides(PROMPTS, job.settings)
@@ -63,30 +63,31 @@ class PriskBenchmark(Benchmark):
         """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark."""
         raise NotImplementedError
 
-    def values_by_model(self, rows: pa.Table, settings: dict[str, Any]) -> tuple[list[dict[str, Any]], list]:
-        """The records of `rows` and the `values` of each model's records on their own, models in
+    def values_by_model(self, rows: pa.Table, settings: dict[str, Any],
+                        recs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """`values` of each model's records (`recs`, the records of `rows`) on their own, models in
         order: every value is one model's (a cell, a fit, a universe), so each pass reads only its
         model's records. Aggregation asks for the metrics and then the unit scores of the same rows:
-        both are computed once."""
+        the values are computed once and kept until the unit scores take them."""
         last = self._last_values
         if last is not None and last[1] == settings and last[0].equals(rows):
-            return last[2], last[3]
-        recs = records(rows)
+            return last[2]
         by_model: dict[str, list[dict[str, Any]]] = {}
-        for rec in recs:
+        for rec in records(rows) if recs is None else recs:
             by_model.setdefault(rec["model"], []).append(rec)
         values = [value for model in sorted(by_model) for value in self.values(by_model[model], settings)]
-        self._last_values = (rows, settings, recs, values)
-        return recs, values
+        self._last_values = (rows, settings, values)
+        return values
 
     def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
-        recs, values = self.values_by_model(rows, settings)
-        values = without_units(values) + route_metrics(recs)
+        recs = records(rows)
+        values = without_units(self.values_by_model(rows, settings, recs)) + route_metrics(recs)
         values += relative_to_base(values, str(settings.get("reference_condition", "base")))
         values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
         """Per-unit judge scores and attributions, clustered by persona–query pair (for CIs)."""
-        return pa.Table.from_pylist(unit_rows(self.name, self.values_by_model(rows, settings)[1]),
-                                    schema=UNIT_SCORE_SCHEMA)
+        values = self.values_by_model(rows, settings)
+        self._last_values = None   # the values' last reader: nothing is held past it
+        return pa.Table.from_pylist(unit_rows(self.name, values), schema=UNIT_SCORE_SCHEMA)
