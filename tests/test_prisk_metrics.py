@@ -547,3 +547,13 @@ def test_each_models_values_are_its_own_and_the_unit_scores_reuse_the_metrics_va
     NARROWING.metrics(fresh, {})
     keyed_units = sorted(map(repr, NARROWING.unit_scores(both, {}).to_pylist()))
     assert passes == ["m", "m2"] and keyed_units == units_alone
+
+
+def test_aggregation_reads_the_text_of_irp_answers_only():
+    """IRP_accuracy matches the answer text; no other PRISK metric reads a row's text, so an
+    aggregation leaves every other row's text on disk."""
+    rows = table([row("generate", "base", "q1", role=""), row("irp_judge", "base", "p1--q1"),
+                  row("extract", "profile", "p1--q1"), row("syc_judge", "profile", "p1--q1")])
+    assert IRP.text_needed(rows).to_pylist() == [True, False, False, False]
+    assert NARROWING.text_needed(rows).to_pylist() == [False] * 4
+    assert SYCOPHANCY.text_needed(rows).to_pylist() == [False] * 4

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from prefray.benchmarks.prisk.data import Instance, Item, load_instances
 from prefray.benchmarks.prisk.metrics import (
@@ -36,6 +37,9 @@ class PriskBenchmark(Benchmark):
     # figures: the four factorial conditions side by side in the paper's order, then reflection
     condition_order = ("base", *PERSONALIZED)
 
+    # the stages whose answer text a metric reads (aggregation reads no other row's text)
+    text_stages: tuple[str, ...] = ()
+
     def __init__(self, name: str):
         self.name = name
         self._last_values: tuple[pa.Table, dict[str, Any], list[dict[str, Any]]] | None = None
@@ -58,6 +62,9 @@ class PriskBenchmark(Benchmark):
 
     def stages(self, job: Job) -> list[Stage]:
         return answer_stages(job, self.item_meta) + self.scoring_stages(job)
+
+    def text_needed(self, rows: pa.Table) -> pa.Array:
+        return pc.is_in(rows["stage"], value_set=pa.array(self.text_stages, pa.string())).combine_chunks()
 
     def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
         """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark."""

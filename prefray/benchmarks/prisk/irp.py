@@ -144,6 +144,7 @@ def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> lis
 
 class Irp(PriskBenchmark):
     kind = "irp"
+    text_stages = ("generate",)   # IRP_accuracy: exact match of a benchmark item's answer
     # `prefray judge-check benchmark=prisk_irp`: the IRP judge against people (judge_check.py)
     judge_check = IRP_JUDGE_CHECK
 
