@@ -284,6 +284,35 @@ def test_a_paced_lane_probes_with_what_its_pacer_sends_in_the_latency_prior():
     assert asyncio.run(paced()) > PROBE_CALLS
 
 
+
+def test_a_lease_is_as_large_as_the_callers_waiting_and_old_slots_are_not_sent_late():
+    """The lane's side of a lease (the limiter's answer stood in by recording what was asked; the
+    real actor is the next test's): a caller with three behind it leases four slots and their
+    tokens, the next three take from the lease, and slots left from before a pause are dropped."""
+    from prefray.engine.calls.limits import LEASE_S, SharedBuckets
+
+    class Recorded(SharedBuckets):
+        async def _remote(self, requests: int, tokens: int) -> None:
+            self.asked.append((requests, tokens))
+
+    lane = Recorded("limiter-unit", "ns", 30.0, ("m", 6000.0, 600000.0), 6000.0, 600000.0)
+    lane.asked = []
+
+    async def calls() -> None:
+        for left in (3, 2, 1, 0):
+            await lane.take(1, 100, waiting=left)
+        await lane.take(1, 100, waiting=0)
+        await lane.take(1, 100, waiting=9)          # leases 10 (25 = a quarter second at 100/s)
+        await asyncio.sleep(LEASE_S + 0.2)          # nine leased slots (the last 0.09 s ahead) grow old
+        await lane.take(1, 250, waiting=0)
+
+    asyncio.run(calls())
+    # the last lease needs no tokens: the nine unsent calls' 900 stay as credit
+    assert lane.asked == [(4, 400), (1, 100), (10, 1000), (1, 0)]
+    assert not lane.slots and lane.credit == 900 - 250
+    assert lane.lease_size(100) == 25 and lane.lease_size(0) == 1
+
+
 @pytest.mark.e2e
 def test_lanes_lease_slots_of_the_shared_schedule_in_few_actor_calls(ray_address):
     """Two lanes (two processes' views) share one model's 12,000 rpm through the real limiter actor:

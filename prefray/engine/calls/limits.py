@@ -178,6 +178,7 @@ class SharedBuckets:
             self.credit -= tokens   # settled with the next lease: a reconciliation waits for nothing
             return
         async with self.leasing:
+            self._drop_stale_slots()
             calls = self.lease_size(waiting)
             slots = calls if self.rpm and not self.slots else 0
             if slots or (self.tpm and tokens > self.credit):
@@ -190,6 +191,13 @@ class SharedBuckets:
             self.credit -= tokens
         if wait > 0:
             await asyncio.sleep(wait)
+
+    def _drop_stale_slots(self) -> None:
+        """Slots more than a lease's span (or one interval) in the past are lost, not sent late:
+        after a pause the lane cannot send a backlog of old slots at once."""
+        oldest = time.monotonic() - max(LEASE_S, self._interval())
+        while self.slots and self.slots[0] < oldest:
+            self.slots.popleft()
 
     def _interval(self) -> float:
         return 60.0 / (self.rpm * PACE_MARGIN) if self.rpm else 0.0
