@@ -284,7 +284,6 @@ def test_a_paced_lane_probes_with_what_its_pacer_sends_in_the_latency_prior():
     assert asyncio.run(paced()) > PROBE_CALLS
 
 
-
 def test_a_lease_is_as_large_as_the_callers_waiting_and_old_slots_are_not_sent_late():
     """The lane's side of a lease (the limiter's answer stood in by recording what was asked; the
     real actor is the next test's): a caller with three behind it leases four slots and their
