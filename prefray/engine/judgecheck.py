@@ -63,6 +63,12 @@ class JudgeCheck(Protocol):
         unit); an item without a usable verdict has no entry."""
 
 
+def one_row_per_group(groups: Sequence[CheckGroup], column: str) -> list[str]:
+    """The problems of a check whose every group is one item: each group of more rows, by `column`."""
+    return [f"{column} {group.instance_id}: {len(group.items)} rows (one row per {column})"
+            for group in groups if len(group.items) != 1]
+
+
 def one_item_verdicts(rows: pa.Table, groups: Sequence[CheckGroup], stage: str, key: str) -> dict[str, float]:
     """Item → the judge's value, for a check whose every group is one item: `key` of the parsed
     answer of `stage` for the group's unit, for each answered group (an unanswered item has none)."""

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, parse_verdict
 from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.judgecheck import CheckGroup, one_item_verdicts
+from prefray.engine.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
 from prefray.engine.types import ChatRequest, WorkUnit
 
 LABELS = {"yes": 1.0, "no": 0.0, "applied": 1.0, "not applied": 0.0, "true": 1.0, "false": 0.0}
@@ -34,8 +34,7 @@ class PreferenceJudgeCheck:
     labels = LABELS
 
     def problems(self, groups: Sequence[CheckGroup]) -> list[str]:
-        return [f"item_id {group.instance_id}: {len(group.items)} rows (one row per item_id)"
-                for group in groups if len(group.items) != 1]
+        return one_row_per_group(groups, self.group_column)
 
     def stages(self, job: Job) -> list[Stage]:
         return [Stage("judge", self._units, role="judge", parse=parse_verdict, inputs=())]

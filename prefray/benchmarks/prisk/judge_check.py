@@ -20,7 +20,7 @@ import pyarrow as pa
 from prefray.benchmarks.prisk.pipeline import params
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, parse_score
 from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.judgecheck import CheckGroup, one_item_verdicts
+from prefray.engine.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
 from prefray.engine.types import ChatRequest, WorkUnit
 
 
@@ -34,8 +34,7 @@ class IrpJudgeCheck:
     labels = {str(score): float(score) for score in range(1, 6)}
 
     def problems(self, groups: Sequence[CheckGroup]) -> list[str]:
-        return [f"item_id {group.instance_id}: {len(group.items)} rows (one row per item_id)"
-                for group in groups if len(group.items) != 1]
+        return one_row_per_group(groups, self.group_column)
 
     def stages(self, job: Job) -> list[Stage]:
         return [Stage("irp_judge", self._units, role="judge", parse=parse_score, inputs=())]
