@@ -19,10 +19,12 @@ import pytest
 from prefray import app
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark
 from prefray.engine.config import catalog
+from prefray.engine.results.combined import Combined
 from prefray.engine.results.compare import (
     CompareSettings,
     NotComparable,
     adjusted,
+    combined_flip_p,
     compare_rows,
     compare_scores,
     shared_units,
@@ -118,6 +120,36 @@ def test_the_permutation_p_is_the_share_of_within_cluster_swaps_at_least_as_extr
     many_b = (np.ones(30), np.ones(30))
     settings = CompareSettings(n_permutations=999)
     assert sign_flip_p(many_a, many_b, settings) == pytest.approx(1 / 1000)
+
+
+def f1_of_means(p, r):
+    p, r = np.asarray(p, float), np.asarray(r, float)
+    return np.divide(2 * p * r, p + r, out=np.zeros(np.shape(p + r)), where=p + r > 0)
+
+
+def test_a_combined_metric_is_compared_as_the_f1_of_each_runs_means():
+    """Clusters x, y, one instance each. Run A: x (P 1, R 0), y (P 0, R 0) → P̄ .5, R̄ 0 → F1 0.
+    Run B: x (P 1, R 1), y (P .5, R .5) → P̄ .75, R̄ .75 → F1 .75. Delta .75.
+    Swaps (a cluster's P and R units exchanged together): none .75; x: A' = {(1, 1), (0, 0)} → .5,
+    B' = {(1, 0), (.5, .5)} → P̄ .75, R̄ .25 → .375, delta −.125; y: +.125; both: −.75 → p = 2/4.
+    Resamples: xx (p=1/4): 1 − 0 = 1; yy (1/4): .5 − 0 = .5; xy (1/2): .75 → 95% [.5, 1], 40% [.75, .75]."""
+    a = scores({("c", "precision"): [("x", 1.0), ("y", 0.0)], ("c", "recall"): [("x", 0.0), ("y", 0.0)]})
+    b = scores({("c", "precision"): [("x", 1.0), ("y", 0.5)], ("c", "recall"): [("x", 1.0), ("y", 0.5)]})
+    combined = {"toy": [Combined("F1", ("precision", "recall"), f1_of_means)]}
+    wide = compare_scores(a, b, CompareSettings(boot=BootstrapSettings(n_resamples=4000)), combined=combined)
+    rows = {r["metric"]: r for r in wide.to_pylist()}
+    assert list(rows) == ["F1", "precision", "recall"]   # in key order, beside the plain metrics
+    f1 = rows["F1"]
+    assert (f1["value_a"], f1["value_b"], f1["delta"]) == (0.0, pytest.approx(0.75), pytest.approx(0.75))
+    assert (f1["ci_low"], f1["ci_high"], f1["p"]) == (pytest.approx(0.5), pytest.approx(1.0), 0.5)
+    assert (f1["n_clusters"], f1["n_a"], f1["n_b"]) == (2, 2, 2)
+    narrow = compare_scores(a, b, CompareSettings(boot=BootstrapSettings(confidence=0.4, n_resamples=4000)),
+                            combined=combined).to_pylist()[0]
+    assert (narrow["ci_low"], narrow["ci_high"]) == (pytest.approx(0.75), pytest.approx(0.75))
+    # the swap test by itself, and without a declared combined metric no F1 row
+    sums_a, sums_b = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 0.5], [1.0, 0.5]])
+    assert combined_flip_p((sums_a, np.ones((2, 2))), (sums_b, np.ones((2, 2))), f1_of_means) == 0.5
+    assert "F1" not in compare_scores(a, b)["metric"].to_pylist()
 
 
 def test_holm_and_benjamini_hochberg_by_hand():

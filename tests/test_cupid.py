@@ -100,13 +100,15 @@ def fixture_table() -> pa.Table:
     return table_of(rows)
 
 
-def per_instance_prf(counted: list[tuple[float, float, int, int]]) -> tuple[float, float, float]:
+def per_instance_prf(counted: list[tuple[float, float, int, int]]) -> tuple[float, float, float, float]:
     """Paper §2.3 per instance, then the mean over instances (Table 1): P_i = predicted_matched / n_predicted
-    (0 when nothing was inferred), R_i = true_matched / n_true, F1_i = 2 P_i R_i / (P_i + R_i)."""
+    (0 when nothing was inferred), R_i = true_matched / n_true; F1 = 2 P̄ R̄ / (P̄ + R̄) of the means (every
+    triple of Tables 1, 9 and 11), and the mean of F1_i = 2 P_i R_i / (P_i + R_i)."""
     ps = [c[1] / c[3] if c[3] else 0.0 for c in counted]
     rs = [c[0] / c[2] if c[2] else 0.0 for c in counted]
     fs = [2 * p * r / (p + r) if p + r else 0.0 for p, r in zip(ps, rs)]
-    return sum(ps) / len(ps), sum(rs) / len(rs), sum(fs) / len(fs)
+    p, r = sum(ps) / len(ps), sum(rs) / len(rs)
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0), sum(fs) / len(fs)
 
 
 def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
@@ -116,13 +118,16 @@ def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
     # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H, J
     scored = {"A": (1.5, 1.5, 3, 2), "B": (0, 0, 2, 0), "D": (0, 0, 2, 0), "E": (0, 0, 3, 0), "H": (1.0, 1.0, 2, 1),
               "J": (2.0, 1.0, 2, 2)}
-    p, r, f = per_instance_prf(list(scored.values()))
+    p, r, f, f_mean = per_instance_prf(list(scored.values()))
     # by hand: P_i = .75, 0, 0, 0, 1, .5; R_i = .5, 0, 0, 0, .5, 1; F1_i = .6, 0, 0, 0, 2/3, 2/3
-    assert (p, r, f) == (pytest.approx(2.25 / 6), pytest.approx(2 / 6), pytest.approx((0.6 + 4 / 3) / 6))
+    # P̄ = 2.25/6 = .375, R̄ = 2/6; F1 = 2 · .375 · (1/3) / (.375 + 1/3) = .25 / (17/24) = 6/17
+    assert (p, r, f, f_mean) == (pytest.approx(2.25 / 6), pytest.approx(2 / 6), pytest.approx(6 / 17),
+                                 pytest.approx((0.6 + 4 / 3) / 6))
     excluded = 5  # C (matcher length), F (matcher unreadable), I (decomposer unreadable), G and K (no answer)
     assert got["precision"] == (pytest.approx(p), 6, excluded)
     assert got["recall"] == (pytest.approx(r), 6, excluded)
-    assert got["F1"] == (pytest.approx(f), 6, excluded)
+    assert got["F1"] == (pytest.approx(6 / 17), 6, excluded)
+    assert got["F1_instance_mean"] == (pytest.approx((0.6 + 4 / 3) / 6), 6, excluded)
     # the reference code's pooled ratios; n counts the instances that put items into the pool:
     # precision pools A, H, J only (B, D, E inferred no item: not averaged, counted as excluded)
     pp, rp, fp = reference_prf(list(scored.values()))
@@ -135,14 +140,18 @@ def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
     assert got["no_answer[task=inference]"][:2] == (2.0, 11)
     assert got["matcher_length_mismatch"][:2] == (1.0, 11)
     # per type: consistent = A, D, J scored (G no answer); contrastive = B, E, H (K no answer)
-    pc, rc, fc = per_instance_prf([scored["A"], scored["D"], scored["J"]])
+    pc, rc, fc, fc_mean = per_instance_prf([scored["A"], scored["D"], scored["J"]])
+    # by hand: P̄ = (.75 + 0 + .5)/3 = 5/12, R̄ = (.5 + 0 + 1)/3 = .5; F1 = (5/12) / (11/12) = 5/11
+    assert (fc, fc_mean) == (pytest.approx(5 / 11), pytest.approx((0.6 + 2 / 3) / 3))
     assert got["precision[instance_type=consistent]"] == (pytest.approx(pc), 3, 1)
     assert got["recall[instance_type=consistent]"] == (pytest.approx(rc), 3, 1)
-    assert got["F1[instance_type=consistent]"] == (pytest.approx(fc), 3, 1)
+    assert got["F1[instance_type=consistent]"] == (pytest.approx(5 / 11), 3, 1)
+    assert got["F1_instance_mean[instance_type=consistent]"] == (pytest.approx(fc_mean), 3, 1)
     assert got["precision[instance_type=contrastive]"] == (pytest.approx(per_instance_prf(
         [scored["B"], scored["E"], scored["H"]])[0]), 3, 1)
     assert got["precision_pooled[instance_type=contrastive]"] == (pytest.approx(1.0), 1, 3)  # H's 1 of 1
     assert math.isnan(got["precision[instance_type=changing]"][0])
+    assert math.isnan(got["F1[instance_type=changing]"][0]) and got["F1[instance_type=changing]"][1:] == (0, 3)
     assert got["precision[instance_type=changing]"][1:] == (0, 3)
     assert math.isnan(got["precision_pooled[instance_type=changing]"][0])
     # alignment: (8.5 + 7 + 0) / 3; C's judge unreadable and E never answered are excluded
@@ -154,6 +163,75 @@ def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
     assert got["parse_failures_infer"][:2] == (1.0, 11)
     assert got["parse_failures_rematch"][:2] == (0.0, 2)
     assert got["parse_failures_judge"][:2] == (1.0, 3)
+
+
+def scored_instance(instance: str, inferred: list[float], true: list[float], condition: str = "full") -> list[dict]:
+    """One instance whose inferred items were rated `inferred` and whose true items `true`."""
+    j = {"judge": "j"}
+    checklist = [f"q{i}" for i in range(len(inferred))]
+    rows = [row("infer", instance, parsed={"preference": "x"}, meta={"n_true": len(true)}, condition=condition),
+            row("decompose", instance, "j", {"checklist": checklist}, meta=j, condition=condition),
+            row("match", instance, "j|recall", {"scores": true}, meta=j, condition=condition)]
+    if inferred:
+        rows.append(row("match", instance, "j|precision", {"scores": inferred}, meta=j, condition=condition))
+    return rows
+
+
+def test_f1_is_the_f1_of_the_mean_precision_and_recall_in_every_slice():
+    """Table 1's P, R and F1 are "averaged across all instances" and each printed F1 is 2 P̄ R̄ / (P̄ + R̄)
+    of the printed P and R (e.g. Mistral 7B, all instances: 2 · 26.9 · 30.7 / 57.6 = 28.7, printed 28.6)."""
+    rows = [*scored_instance("p1|consistent", [1.0], [0.0, 0.0]),              # P 1,  R 0    F1_i 0
+            *scored_instance("p2|consistent", [0.0, 0.0], [1.0]),              # P 0,  R 1    F1_i 0
+            *scored_instance("p1|contrastive", [1.0], [1.0]),                  # P 1,  R 1    F1_i 1
+            *scored_instance("p2|contrastive", [1.0, 0.0], [1.0, 0, 0, 0]),    # P .5, R .25  F1_i 1/3
+            *scored_instance("p1|changing", [], [0.0, 0.0, 0.0]),              # P 0,  R 0    F1_i 0 (empty checklist)
+            *scored_instance("p2|changing", [0.5], [0.5, 0.5]),                # P .5, R .5   F1_i .5
+            *scored_instance("p1|consistent", [1.0], [0.0], "oracle"),         # P 1,  R 0    F1_i 0
+            *scored_instance("p2|consistent", [0.5, 0.5], [1.0], "oracle")]    # P .5, R 1    F1_i 2/3
+    got = {(r["condition"], r["metric"]): (r["value"], r["n"])
+           for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
+    # by hand, slice: (P̄, R̄) → F1 = 2 P̄ R̄ / (P̄ + R̄); the mean of F1_i
+    want = {
+        ("full", ""): ((1 + 0 + 1 + .5 + 0 + .5) / 6, (0 + 1 + 1 + .25 + 0 + .5) / 6, 11 / 23, (1 + 1 / 3 + .5) / 6),
+        ("full", "[instance_type=consistent]"): (.5, .5, .5, 0.0),
+        ("full", "[instance_type=contrastive]"): (.75, .625, 15 / 22, (1 + 1 / 3) / 2),
+        ("full", "[instance_type=changing]"): (.25, .25, .25, .25),
+        ("oracle", ""): (.75, .5, .6, 1 / 3),
+    }
+    for (condition, suffix), (p, r, f, f_mean) in want.items():
+        assert f == pytest.approx(2 * p * r / (p + r))   # the hand values above agree with the formula
+        n = 6 if (condition, suffix) == ("full", "") else 2
+        assert got[(condition, "precision" + suffix)] == (pytest.approx(p), n)
+        assert got[(condition, "recall" + suffix)] == (pytest.approx(r), n)
+        assert got[(condition, "F1" + suffix)] == (pytest.approx(f), n), (condition, suffix)
+        assert got[(condition, "F1_instance_mean" + suffix)] == (pytest.approx(f_mean), n)
+    # all instances: 11/23 = 47.8 where the mean of per-instance F1 gives 11/36 = 30.6
+    assert got[("full", "F1")][0] == pytest.approx(0.4783, abs=1e-4)
+    assert got[("full", "F1_instance_mean")][0] == pytest.approx(0.3056, abs=1e-4)
+
+
+def test_f1_interval_resamples_personas_and_recomputes_the_f1_of_the_means():
+    """Two personas: p1 (P̄ 2/3, R̄ 1/3 over its three instances), p2 (P̄ 1/3, R̄ 7/12). A resample of two
+    personas draws p1 p1 (p=1/4), p1 p2 or p2 p1 (p=1/2) or p2 p2 (p=1/4); F1 of the drawn means:
+    p1 p1: 2 · (2/3)(1/3) / 1 = 4/9; mixed: P̄ 1/2, R̄ 11/24 → 11/23; p2 p2: 2 · (1/3)(7/12) / (11/12) = 14/33.
+    The 95% interval spans the smallest to the largest: [14/33, 11/23]."""
+    from prefray.engine.results.stats import BootstrapSettings, with_intervals
+
+    rows = [*scored_instance("p1|consistent", [1.0], [0.0, 0.0]), *scored_instance("p2|consistent", [0.0, 0.0], [1.0]),
+            *scored_instance("p1|contrastive", [1.0], [1.0]),
+            *scored_instance("p2|contrastive", [1.0, 0.0], [1.0, 0, 0, 0]),
+            *scored_instance("p1|changing", [], [0.0, 0.0, 0.0]), *scored_instance("p2|changing", [0.5], [0.5, 0.5])]
+    table = table_of(rows)
+    metrics = BENCHMARK.metrics(table, {})
+    out = {r["metric"]: r for r in with_intervals(metrics, table, {"cupid": BENCHMARK}, {},
+                                                  BootstrapSettings(n_resamples=4000)).to_pylist()}
+    assert out["F1"]["value"] == pytest.approx(11 / 23)
+    assert (out["F1"]["ci_low"], out["F1"]["ci_high"]) == (pytest.approx(14 / 33), pytest.approx(11 / 23))
+    # the mean of F1_i keeps the mean's interval over its per-instance units: p1 (0 + 1 + 0)/3 = 1/3,
+    # p2 (0 + 1/3 + 1/2)/3 = 5/18, mixed 11/36: [5/18, 1/3]
+    mean = out["F1_instance_mean"]
+    assert (mean["value"], mean["ci_low"], mean["ci_high"]) == (pytest.approx(11 / 36), pytest.approx(5 / 18),
+                                                                pytest.approx(1 / 3))
 
 
 def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summary_empty():
@@ -435,10 +513,11 @@ def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str,
     out = {}
     for part, outcomes in sums.items():
         suffix = f"[instance_type={part}]" if part else ""
-        p, r, f = per_instance_prf([(ht, hi, nt, ni) for hi, ni, ht, nt in outcomes])
+        p, r, f, f_mean = per_instance_prf([(ht, hi, nt, ni) for hi, ni, ht, nt in outcomes])
         out["precision" + suffix] = (p, len(outcomes), 0)
         out["recall" + suffix] = (r, len(outcomes), 0)
         out["F1" + suffix] = (f, len(outcomes), 0)
+        out["F1_instance_mean" + suffix] = (f_mean, len(outcomes), 0)
         hit_inf, n_inf, hit_true, n_true = (sum(o[i] for o in outcomes) for i in range(4))
         pooled = sum(o[1] > 0 for o in outcomes)
         out["precision_pooled" + suffix] = (hit_inf / n_inf if n_inf else math.nan, pooled, len(outcomes) - pooled)
@@ -490,11 +569,13 @@ def test_unit_scores_recompute_the_reported_means_per_persona():
     table = fixture_table()
     units = BENCHMARK.unit_scores(table, {}).to_pylist()
     metrics = {r["metric"]: r["value"] for r in BENCHMARK.metrics(table, {}).to_pylist()}
-    for name in ("precision", "recall", "F1", "precision_pooled", "recall_pooled", "alignment"):
+    for name in ("precision", "recall", "F1_instance_mean", "precision_pooled", "recall_pooled", "alignment"):
         values = [u["value"] for u in units if u["metric"] == name]
         assert sum(values) / len(values) == pytest.approx(metrics[name])   # the reported mean / ratio
     # one unit per counted instance (A, B, D, E, H, J); the pooled ratios' hand-counted items: Σ k = 5, Σ t = 14
-    assert [sum(u["metric"] == m for u in units) for m in ("precision", "recall", "F1")] == [6, 6, 6]
+    assert [sum(u["metric"] == m for u in units) for m in ("precision", "recall", "F1_instance_mean")] == [6, 6, 6]
+    # F1 is no mean of units: it is 2 P̄ R̄ / (P̄ + R̄) of the precision and recall units' means
+    assert not any(u["metric"] == "F1" for u in units)
     assert sum(u["metric"] == "precision_pooled" for u in units) == 5
     assert sum(u["metric"] == "recall_pooled" for u in units) == 14
     personas = {persona_of(i) for i in table["instance_id"].to_pylist()}
@@ -521,5 +602,5 @@ def test_each_sweep_judge_reads_only_its_own_scorer_rows():
     assert got[("k", "alignment")] == (0.0, 1, 4)                  # only D's overflow scores (0)
     units = BENCHMARK.unit_scores(table, {}).to_pylist()
     assert [u for u in units if u["judge"] == "j"] == BENCHMARK.unit_scores(fixture_table(), {}).to_pylist()
-    assert {u["metric"] for u in units if u["judge"] == "k"} == {"precision", "recall", "F1", "recall_pooled",
-                                                                  "alignment"}
+    assert {u["metric"] for u in units if u["judge"] == "k"} == {"precision", "recall", "F1_instance_mean",
+                                                                  "recall_pooled", "alignment"}

@@ -163,3 +163,80 @@ def test_parse_score_refuses_hypotheticals_and_disagreeing_prose(text):
 ])
 def test_parse_preference_ignores_mentions_of_the_tag(text):
     assert parse_preference(text) == {"preference": "Use tables."}
+
+
+# -- round 4: a tag named in prose never opens a section; an overall score beats per-item scores ------
+# Each answer is written the way a model writes it; the expected parse is what a reader takes from it.
+PREFERENCE_SHAPES = [
+    # the tag named as a noun ("the <preference> tag", "<preference> tags", "`<preference>`"): a mention
+    ("I won't use the <preference> tag because it is unclear.", None),
+    ("The sessions disagree, so I won't wrap anything in <preference> tags; the user's wishes here are unclear.",
+     None),
+    ("I'll give my answer in the <preference> tag below.\n\nPreference: Use tables for budgets.",
+     "Use tables for budgets."),
+    ("Per the instructions, the `<preference>` block comes last.\n\n**Preference:** Keep replies under 100 words.",
+     "Keep replies under 100 words."),
+    ('Writing it inside a "<preference>" element as asked:\n<preference>Cite the source of every figure.',
+     "Cite the source of every figure."),
+    # the tag inside a sentence, not where a section begins: a mention
+    ("Normally I would use <preference> here, but no session shares this context.", None),
+    ("Since I cannot decide between the two, leaving <preference> empty is safest.\n"
+     "### Most Likely Preference\n\nAsk before assuming a deadline.", "Ask before assuming a deadline."),
+    # a section that opens a line, follows a colon or ends a sentence still counts, closed or not
+    ("Reasoning: in sessions 2 and 5 the user asked for short bullet lists when traveling.\n\n"
+     "<preference>\nUse short bullet lists when the user is traveling.",
+     "Use short bullet lists when the user is traveling."),
+    ("My answer: <preference>Explain each acronym on first use.", "Explain each acronym on first use."),
+    ("The user rejected long intros twice. <preference>Start with the answer, no preamble.",
+     "Start with the answer, no preamble."),
+    ("I will answer in the <preference> tag. <preference>Give metric units first.</preference> "
+     "That is all.", "Give metric units first."),
+    ("<preference>Offer two options and a recommendation.</preference>\n\n"
+     "(I used the <preference> tag as instructed; the rest is my reasoning.)",
+     "Offer two options and a recommendation."),
+]
+
+
+@pytest.mark.parametrize("text, preference", PREFERENCE_SHAPES)
+def test_a_tag_named_in_prose_never_opens_the_preference(text, preference):
+    if preference is None:
+        with pytest.raises(ParseError):
+            parse_preference(text)
+    else:
+        assert parse_preference(text) == {"preference": preference}
+
+
+SCORE_SHAPES = [
+    # an overall verdict wins over per-item scores, before or after it
+    ("Overall score: 7\n\nItem 1 score: 9 (tables used throughout).\nItem 2 score: 4 (no summary line).", 7.0),
+    ("Overall score: 7 … item 2 score: 4", 7.0),
+    ("Item 1 score: 9\nItem 2 score: 4\nItem 3 score: 6\n\nOverall score: 6", 6.0),
+    ("**Final score: 5**\n\n- Checklist item 1 — score: 8\n- Checklist item 2 — score: 2", 5.0),
+    ("Score: 8\n\nBreakdown:\n- Criterion 1 score: 9\n- Criterion 2 score: 6", 8.0),
+    ("| Item | Score |\n|---|---|\n| Item 1 | 8/10 |\n| Item 2 | 5/10 |\n| Overall | 6/10 |", 6.0),
+    ("Overall: 7/10. Item 1: 9/10 (met), item 2: 4/10 (missed).", 7.0),
+    ("Total score: 6\nAspect 'tone' score: 3", 6.0),
+    ("Overall rating: 8\nItem 2 rating: 5", 8.0),
+    ("The response meets both checklist items.\n\nOverall: 9", 9.0),
+    ("Item 1: met. Item 2: partly met.\nRating: 6/10", 6.0),
+    ("Overall score: 7, item 2 score: 4", 7.0),
+    ("### Item 1 score\n8\n\n### Overall score\n6", 6.0),
+    ("1. Tables used: 9/10\n2. Summary line: 4/10\nOverall score: 6/10", 6.0),
+    ("Score: 7. For item 2, score: 4.", 7.0),
+    ("Item 1 is met (score: 8). Overall I'd give it 7/10.", 7.0),
+    # a clause that only mentions items is no item's score
+    ("All items met, so the score is 9.", 9.0),
+    ("Criterion A score: 4\nScore: 7", 7.0),
+    # per-item scores alone name no overall score: refused, never one item's score
+    ("Item 1 score: 8\nItem 2 score: 6", None),
+    ("Checklist item 1 score: 10. Checklist item 2 score: 3.", None),
+]
+
+
+@pytest.mark.parametrize("text, score", SCORE_SHAPES)
+def test_an_overall_score_wins_over_per_item_scores(text, score):
+    if score is None:
+        with pytest.raises(ParseError):
+            parse_score(text)
+    else:
+        assert parse_score(text) == {"score": score}

@@ -104,6 +104,9 @@ class Benchmark:
     # Paired differences with bootstrap intervals (deltas.csv), e.g. Comparison("condition", "a", "b")
     # (prefray.engine.results.stats.Comparison); every pair of judges is compared as well.
     comparisons: Sequence[Any] = ()
+    # Metrics computed from the means of other metrics' units, with intervals and deltas recomputed
+    # from resampled means (prefray.engine.results.combined.Combined), e.g. CUPID's F1 of mean P and R.
+    combined_metrics: Sequence[Any] = ()
     # Figures drawn beside the default ones (prefray.engine.results.plots: ScatterSpec, MetricsSpec, ...).
     figures: Sequence[Any] = ()
     # The order of conditions in figures (the others follow, sorted).

@@ -6,7 +6,9 @@
   `Job`, `WorkUnit`, `ChatRequest`, `metric_rows`, `parsed` and the two schemas.
 - `DataError` (a dataset or prompt that cannot be used) and `ParseError` (an answer without the
   required form: asked once more, then a failure counted by the failure policy).
-- `Comparison`: a paired difference a benchmark declares in `comparisons`.
+- `Comparison`: a paired difference a benchmark declares in `comparisons`; `Combined`: a metric
+  computed from other metrics' means (e.g. an F1 of mean precision and recall), declared in
+  `combined_metrics`, whose interval recomputes it from resampled means.
 
 A benchmark is registered under the `prefray.benchmarks` entry point group; docs/add-a-benchmark.md
 walks through `examples/stated_preference`.
@@ -24,10 +26,11 @@ from prefray.engine.benchmark import (
     metric_rows,
     parsed,
 )
+from prefray.engine.results.combined import Combined
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 from prefray.sdk.rubric import Item, RubricBenchmark, assistant, read_items, user
 
-__all__ = ["METRIC_SCHEMA", "UNIT_SCORE_SCHEMA", "Benchmark", "ChatRequest", "Comparison", "DataError", "Item", "Job",
-           "ParseError", "RubricBenchmark", "Stage", "StageContext", "WorkUnit", "assistant", "metric_rows", "parsed",
-           "read_items", "user"]
+__all__ = ["METRIC_SCHEMA", "UNIT_SCORE_SCHEMA", "Benchmark", "ChatRequest", "Combined", "Comparison", "DataError",
+           "Item", "Job", "ParseError", "RubricBenchmark", "Stage", "StageContext", "WorkUnit", "assistant",
+           "metric_rows", "parsed", "read_items", "user"]

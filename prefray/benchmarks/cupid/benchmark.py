@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.judge_check import MATCHER_CHECK
-from prefray.benchmarks.cupid.metrics import cupid_metrics
+from prefray.benchmarks.cupid.metrics import cupid_metrics, instance_f1
 from prefray.benchmarks.cupid.prompting import (
     check_prompts,
     decompose_messages,
@@ -49,6 +49,7 @@ from prefray.benchmarks.cupid.scoring import (
 from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows, parsed
 from prefray.engine.failures import is_model_failure
+from prefray.engine.results.combined import Combined
 from prefray.engine.results.plots import MetricsSpec
 from prefray.engine.results.stats import Comparison
 from prefray.engine.types import ChatRequest, WorkUnit, cache_through
@@ -82,6 +83,9 @@ class Cupid(Benchmark):
     # Paired differences on the same personas: what the oracle sessions and the summary change.
     comparisons = [Comparison("condition", "oracle", "full"), Comparison("condition", "summary", "full"),
                    Comparison("condition", "oracle_preference", "oracle")]
+    # F1 = 2 P̄ R̄ / (P̄ + R̄) of the means (metrics.py): its interval and deltas resample personas and
+    # recompute the F1 of the resampled mean precision and recall.
+    combined_metrics = [Combined("F1", ("precision", "recall"), instance_f1)]
     # The paper's Table 1 / Figure 8 view: P, R, F1 side by side per instance type (alignment gets
     # its own figure by instance type from its breakdown rows).
     figures = [MetricsSpec(("precision", "recall", "F1"), "instance_type", title="CUPID inference",
@@ -260,7 +264,8 @@ class Cupid(Benchmark):
         return pa.array(np.zeros(rows.num_rows, dtype=bool))
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
-        """Per-unit precision, recall and alignment, clustered by persona (for CIs)."""
+        """Per-unit precision, recall, F1_i and alignment, clustered by persona (for CIs; F1's from the
+        precision and recall units, as a combined metric)."""
         return cupid_unit_scores(rows)
 
 

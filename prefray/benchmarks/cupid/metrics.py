@@ -5,10 +5,14 @@ against the true preference and each of the t_i true items against the inferred 
 1 / 0.5 / 0, and
     P_i = Σ ratings of inferred items / k_i      R_i = Σ ratings of true items / t_i
     F1_i = 2 P_i R_i / (P_i + R_i)   (0 when P_i + R_i = 0)
-The headline `precision`, `recall`, `F1` are the means of P_i, R_i, F1_i over the counted instances
-(Table 1: "averaged across all instances"). An instance whose inferred checklist is empty (k_i = 0,
-also a model failure, which counts as an empty checklist) has P_i = 0 and needs no matcher call:
-inferring nothing never raises the mean. `n` = the instances averaged (scored + model failures).
+The headline `precision` and `recall` are the means P̄, R̄ of P_i, R_i over the counted instances
+(Table 1: "averaged across all instances"), and the headline `F1` is the F1 of those means,
+    F1 = 2 P̄ R̄ / (P̄ + R̄)   (0 when P̄ + R̄ = 0)
+as every P/R/F1 triple the paper prints satisfies (Tables 1, 9 and 11); the mean of F1_i is kept as
+`F1_instance_mean`. Every slice (all instances, each instance type) is computed alike. An instance
+whose inferred checklist is empty (k_i = 0, also a model failure, which counts as an empty
+checklist) has P_i = 0 and needs no matcher call: inferring nothing never raises the mean. `n` =
+the instances averaged (scored + model failures), the same for all four.
 The reference code's pooled ratios are kept beside them under names that say so:
     precision_pooled = Σ_i ratings of inferred items / Σ_i k_i   (n = instances with k_i > 0)
     recall_pooled    = Σ_i ratings of true items / Σ_i t_i        (n = instances with t_i > 0)
@@ -106,8 +110,11 @@ def instance_ratios(hits: np.ndarray, items: np.ndarray) -> np.ndarray:
 
 
 def instance_f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
+    """2PR/(P+R) element by element (0 where P + R = 0): of each instance's P_i and R_i, or of the
+    means P̄ and R̄ (one value or one per bootstrap resample: the interval of `F1`)."""
+    precision, recall = np.asarray(precision, np.float64), np.asarray(recall, np.float64)
     total = precision + recall
-    return np.divide(2 * precision * recall, total, out=np.zeros(len(total)), where=total > 0)
+    return np.divide(2 * precision * recall, total, out=np.zeros(np.shape(total)), where=total > 0)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -115,8 +122,8 @@ def _mean(values: np.ndarray) -> float:
 
 
 def inference_metrics(part: Part) -> list[dict[str, Any]]:
-    """precision, recall, F1 (per-instance means) and their pooled variants, overall and per instance
-    type; the mismatch and failure counts overall."""
+    """precision and recall (per-instance means), F1 of the two means, F1_instance_mean, and the pooled
+    variants, overall and per instance type; the mismatch and failure counts overall."""
     out = []
     for key, mask in slices(part):
         outcome = part["outcome"][mask]
@@ -125,9 +132,10 @@ def inference_metrics(part: Part) -> list[dict[str, Any]]:
         k, t = part["n_inferred"][counted], part["n_true"][counted]
         hit_inferred, hit_true = part["hit_inferred"][counted], part["hit_true"][counted]
         p_i, r_i = instance_ratios(hit_inferred, k), instance_ratios(hit_true, t)
-        for name, values in (("precision", p_i), ("recall", r_i), ("F1", instance_f1(p_i, r_i))):
-            out.append({"metric": name + _suffix(key), "value": _mean(values), "n": scored,
-                        "excluded": attempted - scored})
+        p_mean, r_mean = _mean(p_i), _mean(r_i)
+        for name, value in (("precision", p_mean), ("recall", r_mean), ("F1", f1(p_mean, r_mean)),
+                            ("F1_instance_mean", _mean(instance_f1(p_i, r_i)))):
+            out.append({"metric": name + _suffix(key), "value": value, "n": scored, "excluded": attempted - scored})
         n_k, n_t, n_any = _count(k > 0), _count(t > 0), _count((k > 0) | (t > 0))
         p = sequential_sum(hit_inferred) / int(k.sum()) if n_k else math.nan
         r = sequential_sum(hit_true) / int(t.sum()) if n_t else math.nan

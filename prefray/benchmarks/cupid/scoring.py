@@ -48,12 +48,16 @@ def match_schema(n_items: int) -> dict[str, Any]:
 
 
 # -- parsers ---------------------------------------------------------------------------------
-# A section runs from the last opening tag before a closing tag (an earlier "<preference>" is a
-# mention of the tag: "…in <preference> tags.\n<preference>Use tables.</preference>").
-_OPENING = r"<\s*preference\s*>"
-_TAGGED = re.compile(rf"{_OPENING}(?P<body>(?:(?!{_OPENING}).)*?)<\s*/\s*preference\s*>", re.IGNORECASE | re.DOTALL)
-# Without any closed section (the closing tag forgotten or mistyped): what follows each opening tag.
-_UNCLOSED = re.compile(rf"{_OPENING}(?P<body>(?:(?!{_OPENING}).)*)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<\s*(?P<close>/)?\s*preference\s*>", re.IGNORECASE)
+# An opening tag that is named rather than used: followed by a noun for it ("the <preference> tag",
+# "<preference> tags", "a <preference> block"), or quoted ("`<preference>`", '"<preference>"').
+_NOUN_AFTER = re.compile(r"\s*[`'\"”’]?\s*(?:tags?|sections?|blocks?|elements?|markers?|labels?|wrappers?|fields?|"
+                         r"format)\b", re.IGNORECASE)
+_QUOTED_BEFORE = re.compile(r"[`'\"“‘]\s*$")
+# Where a section may begin: at the start of a line, or after a colon or the end of a sentence (list
+# and emphasis markers allowed); an opening tag inside a sentence ("I won't use <preference> here")
+# is named, not used.
+_SECTION_START = re.compile(r"(?:^|[:.!?…])\s*[*_>#\-]*\s*$")
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s*|[*_]{2})?\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
                       r"preference\s*:?\s*[*_]{0,2}\s*:?\s*$", re.IGNORECASE)
 _LABELLED = re.compile(r"^\s*[>*_#-]*\s*(?:the\s+user'?s\s+)?(?:most\s+likely\s+|inferred\s+)?"
@@ -69,11 +73,40 @@ def _clean(text: str) -> str:
     return text.strip().strip("*_`").strip().strip("\"'“”").strip()
 
 
+def _opens(text: str, tag: re.Match) -> bool:
+    """Whether an opening tag begins a section: it stands where a section may begin and is neither
+    followed by a noun naming it nor quoted."""
+    if _NOUN_AFTER.match(text, tag.end()):
+        return False
+    line = text[:tag.start()].rsplit("\n", 1)[-1]
+    return not _QUOTED_BEFORE.search(line) and bool(_SECTION_START.search(line))
+
+
+def _sections(text: str) -> list[str]:
+    """The bodies of the answer's <preference> sections, in answer order. A closing tag closes the
+    section of the last opening tag before it (since the previous closing tag) that begins a section,
+    or of the last opening tag there when none does (the closing tag confirms it). Without any closed
+    section: the text after each opening tag that begins a section, up to the next one."""
+    tags = list(_TAG.finditer(text))
+    openings = [m for m in tags if not m.group("close")]
+    closed, after = [], 0
+    for close in (m for m in tags if m.group("close")):
+        inside = [m for m in openings if after <= m.start() and m.end() <= close.start()]
+        if inside:
+            opening = ([m for m in inside if _opens(text, m)] or inside)[-1]
+            closed.append(text[opening.end():close.start()])
+            after = close.end()
+    if closed:
+        return closed
+    starts = [m for m in openings if _opens(text, m)]
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    return [text[m.end():end] for m, end in zip(starts, ends)]
+
+
 def _candidates(text: str) -> list[str]:
     """Every place an answer may hold its preference, in the order of preference of the forms:
     tagged sections, then headings and labelled lines, then inline labels (each form in answer order)."""
-    tagged = [m.group("body").strip().split("\n\n")[0]
-              for m in (list(_TAGGED.finditer(text)) or _UNCLOSED.finditer(text))]
+    tagged = [body.strip().split("\n\n")[0] for body in _sections(text)]
     lines = text.splitlines()
     marked = []
     for index, line in enumerate(lines):
@@ -89,9 +122,10 @@ def _candidates(text: str) -> list[str]:
 
 
 def parse_preference(text: str) -> dict[str, str]:
-    """The inferred preference: the last <preference>…</preference> section (an opening tag that
-    is only mentioned before it is not part of it; without any closing tag, the last non-empty text
-    after an opening tag); else the last
+    """The inferred preference: the last <preference>…</preference> section (an opening tag that is
+    only named, "the <preference> tag", "`<preference>`", or that stands inside a sentence, "I won't use
+    <preference> here", opens nothing; without any closing tag, the last non-empty text after an
+    opening tag that begins a section); else the last
     "Preference: …" line, "**Preference:** …", "- Preference - …" or the sentence under a
     "### Most Likely Preference" heading; as a last resort the last inline "Preference:" label.
     Whitespace is collapsed. A section that only repeats a template's placeholder is refused."""
@@ -171,12 +205,24 @@ def parse_match(text: str) -> dict[str, list[float]]:
 _NUMBER = r"(?P<number>[-−+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _SCALE = r"(?:\s*\([^()\n]{0,20}\))?"  # "Score (1-10): 7": the scale in brackets is not the score
 # A score stated as the verdict: "Score: 7", "**Score:** 7", "Final score = 7", "The score is 7", "Score - 7".
-_SCORE_LABEL = re.compile(rf"\bscore{_SCALE}\s*[*_]*\s*(?:[:=]|[-–—](?=\W{{0,6}}\d)|\bis\b)\W{{0,10}}?{_NUMBER}",
-                          re.IGNORECASE)
+_SCORE_LABEL = re.compile(rf"\b(?:score|rating){_SCALE}\s*[*_]*\s*(?:[:=]|[-–—](?=\W{{0,6}}\d)|\bis\b)"
+                          rf"\W{{0,10}}?{_NUMBER}", re.IGNORECASE)
 # A heading that names the score, the number alone at the start of the next non-empty line:
 # "### Evaluation Score\n\n7", "**Score**\n8/10".
 _SCORE_HEADING = re.compile(rf"^[ \t#>*_]*(?:[^\W\d][\w ]{{0,30}}\s)?score{_SCALE}\s*[*_:]*[ \t]*\n(?:[ \t]*\n)*"
                             rf"[ \t>*_]*{_NUMBER}", re.IGNORECASE | re.MULTILINE)
+# A line that is only an overall verdict without the word score: "Overall: 9", "**Final verdict: 7/10**".
+_OVERALL_LINE = re.compile(rf"^[ \t>*_#-]*(?:overall|final)(?:[ \t]+\w+)?[ \t]*[*_]*[ \t]*[:=][ \t]*[*_]*{_NUMBER}"
+                           r"[*_]*(?:[ \t]*(?:/|out\s+of)[ \t]*10)?[*_]*[ \t]*[.!]?[ \t]*$",
+                           re.IGNORECASE | re.MULTILINE)
+# Whose score a stated number is, from the words before it in its clause: the whole answer's
+# ("Overall score", "Final score", "Total"), one part's ("Item 2 score", "Criterion 1", "Aspect 'tone'",
+# "| Item 1 | 8/10"), or neither ("Score: 7", "I rate it 6/10").
+_OVERALL_WORDS = re.compile(r"\b(?:overall|final|total|global|aggregate|holistic)\b", re.IGNORECASE)
+_PART_WORDS = re.compile(r"\b(?:(?:checklist\s+)?item|criterion|aspect|requirement|question|dimension|category|"
+                         r"component|entry)(?:\s*#?\s*\d+\b|\s+(?-i:[A-Z])\b|\s*'[^'\n]{1,40}'|\s*\"[^\"\n]{1,40}\")|"
+                         r"\bsub-?scores?\b|\bper[- ]item\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[\n.;!?…]")
 # A score mentioned in prose: "I give it a score of 8".
 _SCORE_PROSE = re.compile(rf"\bscore\s+of\s+[*_]*{_NUMBER}", re.IGNORECASE)
 _OUT_OF_TEN = re.compile(rf"(?<![\w.\-–]){_NUMBER}[*_]*\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
@@ -222,35 +268,71 @@ def _one(text: str, match: re.Match) -> float:
     return _number(match.group("number"))
 
 
+def _whose(text: str, match: re.Match, floor: int) -> str:
+    """"overall", "part" or "" for a stated score, from its clause up to the number (after the last
+    clause end before the match, and after the previous stated score, `floor`)."""
+    start = match.start()
+    window = text[max(floor, start - 80):start]
+    ends = [m.end() for m in _CLAUSE_END.finditer(window)]
+    context = text[max(floor, start - 80) + (ends[-1] if ends else 0):match.start("number")]
+    if _OVERALL_WORDS.search(context):
+        return "overall"
+    return "part" if _PART_WORDS.search(context) else ""
+
+
+def _prose_score(text: str, prose: list[re.Match]) -> float:
+    named = {_one(text, m) for m in prose}
+    if len(named) > 1:
+        raise ParseError(f"the answer names several scores ({', '.join(f'{v:g}' for v in sorted(named))})")
+    return named.pop()
+
+
+def _stated_score(text: str) -> float | None:
+    """The score stated in prose (no JSON): an overall score first, in the order of the forms (a
+    verdict label, "N/10", "a score of N"); else a plain one in that order, the whole answer being a
+    bare number coming second; per-item scores never. None if nothing is stated."""
+    forms = {
+        "verdict": [*_SCORE_LABEL.finditer(text), *_SCORE_HEADING.finditer(text), *_OVERALL_LINE.finditer(text)],
+        "fraction": [m for m in _OUT_OF_TEN.finditer(text) if not _hypothetical(text, m)],
+        "prose": [m for m in _SCORE_PROSE.finditer(text) if not _hypothetical(text, m)],
+    }
+    ends = sorted(m.end() for found in forms.values() for m in found)
+    whose = {form: [(m, _whose(text, m, max((e for e in ends if e <= m.start()), default=0)))
+                    for m in sorted(found, key=lambda m: m.end())] for form, found in forms.items()}
+    for kind in ("overall", ""):
+        verdicts, fractions, prose = ([m for m, w in whose[form] if w == kind] for form in forms)
+        if verdicts:
+            return _one(text, verdicts[-1])
+        if kind == "" and (bare := _score_value(text)) is not None:
+            return bare
+        if fractions:
+            return _number(fractions[-1].group("number"))
+        if prose:
+            return _prose_score(text, prose)
+    if any(w == "part" for found in whose.values() for _, w in found):
+        raise ParseError("the answer scores single items only, with no overall score")
+    return None
+
+
 def parse_score(text: str) -> dict[str, float]:
     """The judge's 1–10 score, kept exact: "8.5" → 8.5, "7/10" → 7, "**7**/10" → 7, "Score: 9" → 9.
 
-    Read, in this order: from the JSON answer if there is one; else the last score stated as a
-    verdict ("Score: 7", "The score is 7", a "### Evaluation Score" heading with the number on the
-    next line); else a whole answer that is just a number; else the last "N/10" or "N out of 10";
-    else "a score of N" in prose when every such mention names the same N. A number named only as
-    what another answer would get ("A score of 10 would need …", "to reach a score of 9", "a 10/10
-    requires …") is never the score. Anything else is a ParseError, and so is a value outside 1–10
-    (a sign is read: "Score: -3" is -3, refused), a number in exponent notation, a range
-    ("Score: 3-4"), or prose mentions that disagree.
+    Read from the JSON answer if there is one. Else from what the prose states: an overall score
+    ("Overall score: 7", "Final score: 5", "Overall: 7/10", a line "Overall: 9") wins over every other,
+    and a score of one part of the answer ("Item 2 score: 4", "Criterion 1 score: 9", "| Item 1 | 8/10 |")
+    is never the answer's ("Overall score: 7 … item 2 score: 4" → 7; per-item scores alone are refused).
+    Among the others: the last score stated as a verdict ("Score: 7", "Rating: 7", "The score is 7", a
+    "### Evaluation Score" heading with the number on the next line); else a whole answer that is just
+    a number; else the last "N/10" or "N out of 10"; else "a score of N" in prose when every such
+    mention names the same N. A number named only as what another answer would get ("A score of 10
+    would need …", "to reach a score of 9", "a 10/10 requires …") is never the score. Anything else is
+    a ParseError, and so is a value outside 1–10 (a sign is read: "Score: -3" is -3, refused), a
+    number in exponent notation, a range ("Score: 3-4"), or prose mentions that disagree.
     """
     value = _json_object(text)
     score = _score_value(value.get("score")) if isinstance(value, dict) else None
     if score is None:
-        verdicts = sorted([*_SCORE_LABEL.finditer(text), *_SCORE_HEADING.finditer(text)], key=lambda m: m.end())
-        out_of_ten = [m for m in _OUT_OF_TEN.finditer(text) if not _hypothetical(text, m)]
-        prose = [m for m in _SCORE_PROSE.finditer(text) if not _hypothetical(text, m)]
-        if verdicts:
-            score = _one(text, verdicts[-1])
-        elif (bare := _score_value(text)) is not None:
-            score = bare
-        elif out_of_ten:
-            score = _number(out_of_ten[-1].group("number"))
-        elif prose:
-            named = {_one(text, m) for m in prose}
-            if len(named) > 1:
-                raise ParseError(f"the answer names several scores ({', '.join(f'{v:g}' for v in sorted(named))})")
-            score = named.pop()
+        score = _stated_score(text)
     if score is None:
         raise ParseError(f"no score in {text[:80]!r}")
     if not 1.0 <= score <= 10.0:

@@ -1,7 +1,10 @@
 """CUPID per-unit scores for confidence intervals: the persona is the independent unit.
 
-`precision`, `recall` and `F1` are means of per-instance values (see `metrics`): one unit per counted
-instance (scored or model failure), carrying its P_i, R_i, F1_i. The pooled ratios (Σ rated items ÷
+`precision`, `recall` and `F1_instance_mean` are means of per-instance values (see `metrics`): one
+unit per counted instance (scored or model failure), carrying its P_i, R_i, F1_i. `F1` is not a mean
+of units but 2 P̄ R̄ / (P̄ + R̄) of the precision and recall means: the benchmark declares it as a
+combined metric (prefray.engine.results.combined), whose interval resamples personas and recomputes
+the F1 of the resampled means from these precision and recall units. The pooled ratios (Σ rated items ÷
 Σ items) get item units instead: an instance contributes its k inferred items (each carrying the
 instance's mean rating) to `precision_pooled` and its t true items to `recall_pooled`, so the cluster
 bootstrap's Σ sums ÷ Σ sizes recomputes exactly the reported ratio. Excluded instances contribute
@@ -19,7 +22,7 @@ from prefray.benchmarks.cupid.metrics import instance_f1, instance_ratios
 from prefray.benchmarks.cupid.outcomes import MODEL_FAILURE, SCORED, instance_outcomes
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 
-METRICS = ("precision_pooled", "recall_pooled", "alignment", "precision", "recall", "F1")
+METRICS = ("precision_pooled", "recall_pooled", "alignment", "precision", "recall", "F1_instance_mean")
 
 
 def persona_of(instance_id: str) -> str:
@@ -29,7 +32,7 @@ def persona_of(instance_id: str) -> str:
 
 def inference_units(inference: pa.Table) -> pa.Table:
     """Per counted instance, in order: its k precision_pooled units, its t recall_pooled units, then
-    one unit each of precision, recall and F1."""
+    one unit each of precision, recall and F1_instance_mean."""
     counted = pc.is_in(inference["outcome"], pa.array([SCORED, MODEL_FAILURE], pa.int8()))
     part = inference.filter(counted)
     column = lambda name: np.asarray(part[name].to_numpy())  # noqa: E731

@@ -13,7 +13,9 @@ each clustered on the benchmark's independent unit). `compare_scores` takes the 
 and returns one row per cell × metric (`COMPARE_SCHEMA`):
 
 - `value_a`, `value_b`: the mean over the units of the clusters both runs scored (Σ values ÷ Σ
-  units, as the metric itself); `delta` = value_b − value_a (the later run minus the first);
+  units, as the metric itself; for a benchmark's combined metric, combined.py, its combination of
+  its inputs' means, e.g. CUPID's F1 of mean precision and recall); `delta` = value_b − value_a (the
+  later run minus the first);
 - `ci_low`, `ci_high`: a paired cluster-bootstrap percentile interval (stats.totals_delta_ci: a
   resample draws clusters, both runs' units of a drawn cluster together);
 - `p`: a paired permutation (sign-flip) test of the same statistic. Under the null hypothesis the
@@ -21,7 +23,8 @@ and returns one row per cell × metric (`COMPARE_SCHEMA`):
   leaves the distribution unchanged; the p-value is the share of swaps whose |delta| is at least the
   observed one (exact over all 2^k swaps for k ≤ `exact_clusters`, else `n_permutations` random
   swaps, counting the observed one: (1 + hits) / (1 + draws)). Why this test and not a t-test or
-  Wilcoxon test on cluster means: it tests the estimate the table reports (a units-weighted ratio,
+  Wilcoxon test on cluster means: it tests the estimate the table reports (a combined metric's: a
+  swap exchanges a cluster's units of all its inputs, and the combination is recomputed) (a units-weighted ratio,
   not an unweighted mean of cluster means), assumes no distribution (scores are often 0/1 or a
   few levels, clusters few), and keeps clusters as the unit of independence, as the interval does;
 - `p_adjusted`: over the whole family of rows with a p-value (every cell, metric and compared run),
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from prefray.engine.results.combined import Combined, combined_delta_ci, stacked
 from prefray.engine.results.stats import BootstrapSettings, Totals, _groups, totals_delta_ci
 
 CELL_KEYS = ("benchmark", "model", "condition", "judge")
@@ -189,7 +193,16 @@ def sign_flip_p(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarra
 
     `a` and `b` are (sums, sizes) per cluster, aligned (cluster i is the same on both sides)."""
     (sa, na), (sb, nb) = a, b
-    k = len(sa)
+    return combined_flip_p((sa[None], na[None]), (sb[None], nb[None]), lambda mean: mean, settings)
+
+
+def combined_flip_p(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], combine: Callable,
+                    settings: CompareSettings = CompareSettings()) -> float:
+    """sign_flip_p of delta = combine(B's means) − combine(A's means), where `a` and `b` hold the
+    (sums, sizes) of each input metric × cluster (a combined metric, combined.py; one input and
+    combine = identity is sign_flip_p). A swap exchanges a cluster's units of every input at once."""
+    (sa, na), (sb, nb) = a, b
+    k = sa.shape[-1]
     if k == 0:
         return math.nan
     if k <= settings.exact_clusters:
@@ -200,10 +213,15 @@ def sign_flip_p(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarra
         flips = rng.random((settings.n_permutations, k)) < 0.5
         observed_counted = True
 
+    def side(sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        means = sums.sum(-1) / sizes.sum(-1)                      # (..., inputs)
+        return combine(*np.moveaxis(means, -1, 0))
+
     def delta(flip: np.ndarray) -> np.ndarray:
+        flip = flip[..., None, :]                                 # the same swap for every input
         a_sums, a_sizes = np.where(flip, sb, sa), np.where(flip, nb, na)
         b_sums, b_sizes = np.where(flip, sa, sb), np.where(flip, na, nb)
-        return b_sums.sum(-1) / b_sizes.sum(-1) - a_sums.sum(-1) / a_sizes.sum(-1)
+        return side(b_sums, b_sizes) - side(a_sums, a_sizes)
 
     observed = abs(float(delta(np.zeros(k, dtype=bool))))
     tolerance = 1e-12 * max(1.0, observed)
@@ -225,14 +243,17 @@ def _paired(a: Totals, b: Totals) -> tuple[tuple[np.ndarray, np.ndarray], tuple[
 
 def compare_scores(scores_a: pa.Table, scores_b: pa.Table, settings: CompareSettings = CompareSettings(),
                    pairs: dict[tuple[str, str, str], int] | None = None,
-                   versus: dict[str, str] | None = None) -> pa.Table:
+                   versus: dict[str, str] | None = None,
+                   combined: Mapping[str, Sequence[Combined]] | None = None) -> pa.Table:
     """One row per cell × metric that both score tables have (COMPARE_SCHEMA without the run
     names, which `labelled` sets, and `p_adjusted`, which `adjusted` fills). `pairs` gives n_pairs
     per (benchmark, model, condition): the evaluated model's answers both runs have; `versus` per
-    benchmark what the second run's cell is where it differs (`versus_labels`)."""
+    benchmark what the second run's cell is where it differs (`versus_labels`); `combined` per
+    benchmark its combined metrics (e.g. CUPID's F1 of mean precision and recall), compared by
+    recomputing them from the resampled or swapped inputs' means."""
     keys = (*CELL_KEYS, "metric")
     groups_a, groups_b = _groups(scores_a, keys), _groups(scores_b, keys)
-    out = []
+    out = _combined_rows(groups_a, groups_b, combined or {}, settings, pairs, versus)
     for key in sorted(set(groups_a) & set(groups_b)):
         (sa, na), (sb, nb) = _paired(groups_a[key], groups_b[key])
         interval = totals_delta_ci(groups_b[key], groups_a[key], settings.boot)   # B − A
@@ -245,7 +266,45 @@ def compare_scores(scores_a: pa.Table, scores_b: pa.Table, settings: CompareSett
                     "p_adjusted": None, "run_a": "", "run_b": "",
                     "n_pairs": (pairs or {}).get(key[:3], 0), "n_clusters": len(sa),
                     "n_a": int(na.sum()), "n_b": int(nb.sum())})
+    out.sort(key=lambda row: tuple(row[k] for k in keys))
     return pa.Table.from_pylist(out, schema=COMPARE_SCHEMA)
+
+
+def _combined_rows(groups_a: dict[tuple, Totals], groups_b: dict[tuple, Totals],
+                   combined: Mapping[str, Sequence[Combined]], settings: CompareSettings,
+                   pairs: dict[tuple[str, str, str], int] | None,
+                   versus: dict[str, str] | None) -> list[dict[str, Any]]:
+    """compare_scores' rows of the combined metrics of every cell both runs have all inputs of."""
+    out = []
+    for cell in sorted({k[:-1] for k in groups_a} & {k[:-1] for k in groups_b}):
+        for metric in combined.get(cell[0], ()):
+            side_a = stacked([groups_a.get((*cell, m)) for m in metric.inputs])
+            side_b = stacked([groups_b.get((*cell, m)) for m in metric.inputs])
+            if side_a is None or side_b is None:
+                continue
+            position = {c: i for i, c in enumerate(side_b[0])}
+            shared = [(i, position[c]) for i, c in enumerate(side_a[0]) if c in position]
+            if not shared:
+                continue
+            ia, ib = (np.asarray(s) for s in zip(*shared))
+            a = (side_a[1][:, ia], side_a[2][:, ia])
+            b = (side_b[1][:, ib], side_b[2][:, ib])
+            interval = combined_delta_ci([_row(b, j) for j in range(len(metric.inputs))],
+                                         [_row(a, j) for j in range(len(metric.inputs))], metric.combine,
+                                         settings.boot)   # B − A
+            value_a, value_b = (float(metric.combine(*(s.sum() / n.sum() for s, n in zip(*side)))) for side in (a, b))
+            out.append({**dict(zip(CELL_KEYS, cell)), "metric": metric.name, "versus": (versus or {}).get(cell[0], ""),
+                        "value_a": value_a, "value_b": value_b, "delta": interval.estimate,
+                        "ci_low": interval.low, "ci_high": interval.high,
+                        "p": combined_flip_p(a, b, metric.combine, settings), "p_adjusted": None,
+                        "run_a": "", "run_b": "", "n_pairs": (pairs or {}).get(cell[:3], 0),
+                        "n_clusters": len(shared), "n_a": int(a[1][0].sum()), "n_b": int(b[1][0].sum())})
+    return out
+
+
+def _row(side: tuple[np.ndarray, np.ndarray], j: int) -> Totals:
+    """One input's cluster totals of an aligned side (clusters numbered in order)."""
+    return list(range(side[0].shape[1])), side[0][j], side[1][j]
 
 
 def adjusted(table: pa.Table, method: Literal["holm", "bh"] = "holm") -> pa.Table:
@@ -282,9 +341,11 @@ def labelled(table: pa.Table, **columns: Any) -> pa.Table:
 def compare_rows(rows_a: pa.Table, rows_b: pa.Table, scores_a: Callable[[pa.Table], pa.Table],
                  scores_b: Callable[[pa.Table], pa.Table], across: Sequence[str] = (),
                  settings: CompareSettings = CompareSettings(), names: tuple[str, str] = ("A", "B"),
-                 breakdowns: bool = False) -> tuple[pa.Table, pa.Table]:
+                 breakdowns: bool = False,
+                 combined: Mapping[str, Sequence[Combined]] | None = None) -> tuple[pa.Table, pa.Table]:
     """Two runs' best rows → (comparison, sharing), both labelled with `names`; p not yet adjusted.
-    Headline metrics only, unless `breakdowns` (metrics named `NAME[slice]`, e.g. `MR[domain=…]`).
+    Headline metrics only, unless `breakdowns` (metrics named `NAME[slice]`, e.g. `MR[domain=…]`);
+    `combined`: each benchmark's combined metrics (`Benchmark.combined_metrics`), compared too.
 
     `scores_a`/`scores_b` turn a run's rows (kept to the shared units) into its per-unit scores (the
     benchmarks' `unit_scores`, stats.unit_scores). Raises NotComparable when no unit is shared."""
@@ -297,7 +358,7 @@ def compare_rows(rows_a: pa.Table, rows_b: pa.Table, scores_a: Callable[[pa.Tabl
     b = aligned(scores_b(rows_b.filter(mask_b)), rows_a, across)
     if not breakdowns:
         a, b = headline_scores(a), headline_scores(b)
-    table = compare_scores(a, b, settings, answer_pairs(sharing), versus_labels(rows_a, rows_b, across))
+    table = compare_scores(a, b, settings, answer_pairs(sharing), versus_labels(rows_a, rows_b, across), combined)
     return labelled(table, run_a=names[0], run_b=names[1]), labelled(sharing, run_a=names[0], run_b=names[1])
 
 

@@ -256,10 +256,14 @@ def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, 
 def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]],
                    boot: BootstrapSettings = BootstrapSettings(), scores: pa.Table | None = None) -> pa.Table:
     """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
-    benchmark that provides `unit_scores`; null where a metric has no per-unit scores."""
+    benchmark that provides `unit_scores` (a declared combined metric from its inputs' units,
+    combined.py); null where a metric has neither."""
+    from prefray.engine.results.combined import combined_intervals
+
     scores = unit_scores(rows, benchmarks, settings) if scores is None else scores
     bounds = {tuple(r[k] for k in GROUP_KEYS): (r["ci_low"], r["ci_high"])
-              for r in mean_intervals(scores, boot).to_pylist()}
+              for table in (mean_intervals(scores, boot), combined_intervals(scores, benchmarks, boot))
+              for r in table.to_pylist()}
     keys = list(zip(*(metrics[k].to_pylist() for k in GROUP_KEYS)))
     for position, name in enumerate(("ci_low", "ci_high")):
         if name in metrics.column_names:
@@ -279,18 +283,25 @@ def comparisons_of(benchmark: Any, scores: pa.Table) -> list[Comparison]:
 
 def paired_comparisons(scores: pa.Table, benchmarks: dict[str, Any],
                        boot: BootstrapSettings = BootstrapSettings()) -> pa.Table:
-    """Every comparison of every benchmark with per-unit scores (DELTA_SCHEMA); the compared key's
+    """Every comparison of every benchmark with per-unit scores (DELTA_SCHEMA), its declared combined
+    metrics among them (combined.py), in the order of their keys; the compared key's
     own column is empty and `compared` names it; `clusters` counts the paired units (the groups of
     `pair_on` where a comparison sets it)."""
     import pyarrow.compute as pc
+
+    from prefray.engine.results.combined import combined_deltas, declared
 
     out = []
     for name in sorted(set(scores["benchmark"].to_pylist())):
         part = scores.filter(pc.equal(scores["benchmark"], name))
         for comparison in comparisons_of(benchmarks.get(name), part):
             paired = part if comparison.pair_on is None else regrouped(part, comparison.pair_on)
-            for row in paired_deltas(paired, comparison.column, comparison.a, comparison.b, boot).to_pylist():
-                out.append({**row, comparison.column: "", "compared": comparison.column})
+            column, a, b = comparison.column, comparison.a, comparison.b
+            rows = (paired_deltas(paired, column, a, b, boot).to_pylist()
+                    + combined_deltas(paired, declared(benchmarks, name), column, a, b, boot))
+            others = [k for k in GROUP_KEYS if k != column]
+            for row in sorted(rows, key=lambda r: tuple(r[k] for k in others)):
+                out.append({**row, column: "", "compared": column})
     return pa.Table.from_pylist(out, schema=DELTA_SCHEMA)
 
 
