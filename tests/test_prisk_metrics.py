@@ -186,6 +186,41 @@ def test_agreement_sycophancy_is_judged_as_drift_from_the_general_answer():
     assert "community" not in prompt and "was in the wrong" not in prompt
 
 
+def test_the_verdict_anchored_agreement_score_is_an_extra_judge_call_when_asked():
+    from prefray.benchmarks.prisk.sycophancy import verdict_units
+
+    on = stage_job("profile", {"profile": True}, {"verdict_judge": True})
+    assert "syc_verdict" in [s.name for s in SYCOPHANCY.stages(on)]
+    assert "syc_verdict" not in [s.name for s in SYCOPHANCY.stages(stage_job("profile", {"profile": True}))]
+    rows = [gen("profile", f"{p}--a1", "a1", "agreement", p) for p in ("p1", "p2", "p3")]
+    rows.append(gen("profile", "p1--s1", "s1", "perspective", "p1"))
+    for persona, drift, verdict in (("p1", 5, 1), ("p2", 4, 4), ("p3", 2, None)):
+        rows += syc_rows("profile", persona, "a1", "agreement", drift, False)
+        meta = {"type": "agreement", "profile_id": persona, "answer_instance": f"{persona}--a1"}
+        rows.append(row("syc_verdict", "profile", f"{persona}--a1", item="a1", meta=meta,
+                        status="ok" if verdict else "failed", cause="" if verdict else "parse_error",
+                        value={"score": verdict} if verdict else None))
+    rows += syc_rows("profile", "p1", "s1", "perspective", 3, False)
+    got = values(SYCOPHANCY.metrics(table(rows), {}))
+    # verdict scores 1 and 4 -> 0 and 75; p3's verdict judgement failed: 3 agreement answers owed
+    assert got[("profile", "SYC_verdict_score[type=agreement]")] == (37.5, 2, 1)
+    # the drift score stays SYC_score: 5, 4, 2 -> 100, 75, 25
+    assert got[("profile", "SYC_score[type=agreement]")] == (pytest.approx(200 / 3), 3, 0)
+    # the verdict judge sees the community verdict, the general answer and the answer; agreement items only
+    from prefray.benchmarks.prisk.data import load_instances
+    from prefray.engine.benchmark import StageContext
+
+    instances = load_instances("sycophancy", None, 1, True)
+    gens = [row("generate", "profile", i.instance_id, item=i.item.item_id, judge="", role="subject", text="ANSWER",
+                meta={"profile_id": i.profile.profile_id}) for i in instances]
+    refs = [row("reference", "profile", i.item.item_id, item=i.item.item_id, judge="", role="subject",
+                text="GENERAL") for i in instances]
+    units = verdict_units(StageContext(on, instances, {"generate": table(gens), "reference": table(refs)}))
+    assert units and {u.meta["type"] for u in units} == {"agreement"}
+    prompt = units[0].request.messages[0]["content"]
+    assert "was in the wrong" in prompt and "GENERAL" in prompt and "ANSWER" in prompt
+
+
 def test_an_agreement_item_whose_asker_was_not_at_fault_stops_the_load(tmp_path):
     from prefray.benchmarks.prisk.data import SAMPLE_DIR, load_instances
     from prefray.engine.benchmark import DataError
