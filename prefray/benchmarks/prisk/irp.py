@@ -9,6 +9,10 @@ rendered profile) and, separately, what the model was shown besides the question
 retrieved passages, both, or nothing). Every job, base included, pairs each persona with each item;
 under base the answer is generated once per item (the query alone) and judged once per persona, each
 time against that persona's profile.
+An empty answer (no visible text) is not sent to the judge: it is excluded from IRP_score and
+counted in IRP_empty_answers (the judge's 5, "no superfluous profile references", would reward saying
+nothing); IRP_accuracy scores it as given. IRP_accuracy carries per-answer units (`persona|item`, a
+base answer `|item`), so it has intervals and paired differences (Table 4's Δ).
 Under the four factorial conditions the IRP score is also fitted with the mixed model of
 `factorial.py` (crossed random intercepts for query, persona and pair; one observation per answer,
 a base answer once).
@@ -176,7 +180,8 @@ def empty_answers(recs: list[dict[str, Any]], model: str, condition: str) -> dic
 
 class Irp(PriskBenchmark):
     kind = "irp"
-    text_stages = ("generate",)   # IRP_accuracy: exact match of a benchmark item's answer
+    # IRP_accuracy: exact match of a benchmark item's answer; IRP_score: an empty answer is not judged
+    text_stages = ("generate",)
     # `prefray judge-check benchmark=prisk_irp`: the IRP judge against people (judge_check.py)
     judge_check = IRP_JUDGE_CHECK
 
