@@ -389,3 +389,42 @@ def test_bad_user_data_stops_before_any_call(run_cli, fake_server, tmp_path):
     assert done.returncode == 2
     assert f"irp_items.jsonl: line {line}: field 'kind'" in done.stderr
     assert fake_server.stats()["requests"] == 0 and not (tmp_path / "run" / "shards").exists()
+
+
+@pytest.mark.e2e
+def test_two_models_share_one_vq_and_metrics_md_says_so(run_cli, fake_server, tmp_path):
+    """Paper §3.3: V_q aggregates "all model answers across personas". Two models' narrowing jobs each
+    merge their own options; V_q is their merge groups joined wherever a key is shared, computed here
+    independently by merging overlapping groups until none overlap. (The fake provider answers both
+    models alike, so here the joined V_q equals each model's own; test_prisk_metrics has models
+    that differ, by hand.)"""
+    run_dir = tmp_path / "run"
+    run_cli("-m", "benchmark=prisk_narrowing", "condition=all", "model=fake,fake-anthropic", "judge=fake",
+            *fake_server.model_overrides(), f"run.dir={run_dir}", "limit=2", "benchmark.samples=3",
+            "run.progress=false")
+    stored = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
+    merges = [r for r in stored if r["stage"] == "merge" and r["status"] == "ok"]
+    assert {r["model"] for r in merges} == {"fake", "fake-anthropic"}
+    groups: dict[str, list[set[str]]] = {}
+    for r in merges:
+        keys = json.loads(r["meta_json"])["keys"]
+        own = merge_groups(keys, json.loads(r["parsed_json"])["same_as"])
+        groups.setdefault(r["item"], []).extend({k for k in keys if own[k] == g} for g in set(own.values()))
+    sizes = {}
+    for item, sets_ in groups.items():
+        merged: list[set[str]] = []
+        for group in sets_:
+            overlapping = [m for m in merged if m & group]
+            merged = [m for m in merged if not m & group] + [set(group).union(*overlapping)]
+        sizes[item] = len(merged)
+    with open(run_dir / "metrics.csv") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["condition"] == "factorial"]
+    got = {(r["model"], r["metric"]): float(r["value"]) for r in rows}
+    for model in ("fake", "fake-anthropic"):
+        assert got[(model, "NAR_Vq_models")] == 2
+        for item, size in sizes.items():
+            assert got[(model, f"NAR_Vq_size[item={item}]")] == size
+    own_total = sum(got[(m, "NAR_Vq_size[Vq=model]")] for m in ("fake", "fake-anthropic"))
+    assert own_total >= got[("fake", "NAR_Vq_size")]    # each model's own V_q is part of the shared one
+    notes = (run_dir / "metrics.md").read_text()
+    assert "prisk_narrowing: V_q holds the answers of 2 models (fake, fake-anthropic)" in notes

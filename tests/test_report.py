@@ -77,11 +77,12 @@ def test_the_three_papers_layouts():
     assert [c.group for c in cu.columns[::3]] == ["All Instances", "Consistent", "Contrastive", "Changing",
                                                   "Oracle Setting"]
     assert cu.columns[5].metric == "F1[instance_type=consistent]" and cu.columns[-1].condition == "oracle"
-    (pr,) = paper_tables(IRP)
+    pr, mitigation = paper_tables(IRP)
     assert [c.condition for c in pr.columns[:4]] == ["base", "profile", "retrieval", "profile_retrieval"]
     assert {c.benchmark for c in pr.columns} == {"prisk_irp", "prisk_narrowing", "prisk_sycophancy"}
     assert all(c.best == "min" for c in pr.columns)   # "Bold number is the lowest value in the column"
-    assert paper_tables(NARROWING) == (pr,)            # the three PRISK benchmarks share the one table
+    assert mitigation.name == "prisk_table4"
+    assert paper_tables(NARROWING) == (pr, mitigation)  # the three PRISK benchmarks share the tables
 
 
 def write_run(run_dir: Path, metrics: pa.Table) -> Path:
@@ -114,3 +115,70 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert app.main("report", argv) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def prisk_run(run_dir: Path, metrics: list[dict], deltas: list[dict]) -> Path:
+    from prefray.engine.results.stats import DELTA_SCHEMA
+
+    run_dir.mkdir(parents=True)
+    config = {"benchmark": {"name": "prisk_irp", "impl": "prefray.benchmarks.prisk:IRP"}}
+    (run_dir / "manifest.json").write_text(json.dumps(
+        {"runs": [{"jobs": [{"benchmark": "prisk_irp", "model": "a", "condition": "base", "judge": "j",
+                             "config": config}]}]}))
+    pq.write_table(pa.Table.from_pylist(metrics, schema=SCHEMA), run_dir / "metrics.parquet")
+    pq.write_table(pa.Table.from_pylist(deltas, schema=DELTA_SCHEMA), run_dir / "deltas.parquet")
+    return run_dir
+
+
+def prisk_metric(metric_: str, condition: str, value: float, n: int, benchmark: str = "prisk_irp",
+                 judge: str = "j") -> dict:
+    return metric("a", metric_, value, n, condition=condition, benchmark=benchmark, judge=judge)
+
+
+def delta(metric_: str, value: float, low: float, high: float, clusters: int, benchmark: str = "prisk_irp",
+          judge: str = "j", a: str = "reflection", b: str = "profile_retrieval") -> dict:
+    return {"benchmark": benchmark, "model": "a", "condition": "", "judge": judge, "metric": metric_,
+            "compared": "condition", "a": a, "b": b, "delta": value, "clusters": clusters, "ci_low": low,
+            "ci_high": high}
+
+
+def test_prisk_table2_irp_is_the_synthetic_items_judge_score(tmp_path):
+    """Paper §3.3: "For evaluation on the synthetic data, we adopt an LLM judge ... In Table 2, the
+    score is normalized to a 0-100% scale": Table 2's IRP column reads IRP_score[kind=synthetic], not
+    IRP_score (which adds the benchmark-adapted items)."""
+    metrics = [prisk_metric("IRP_score", c, 20.0, 40) for c in ("base", "profile", "retrieval", "profile_retrieval")]
+    metrics += [prisk_metric("IRP_score[kind=synthetic]", c, v, 10)
+                for c, v in (("base", 90.0), ("profile", 60.0), ("retrieval", 80.0), ("profile_retrieval", 55.0))]
+    run_dir = prisk_run(tmp_path / "run", metrics, [])
+    assert app.main("report", [str(run_dir), "--markdown"]) == 0
+    text = (run_dir / "tables" / "prisk_table2.md").read_text()
+    assert "| a | 90.0 (10) | 60.0 (10) | 80.0 (10) | 55.0 (10) | – | – | – | – | – | – | – | – |" in text
+    assert "20.0" not in text
+
+
+def test_prisk_table4_before_after_and_the_paired_delta(tmp_path):
+    """Paper Table 4: "before vs. after self-reflection under the profile + retrieval setting.
+    Δ = After − Before"; the Δ cells are the paired differences of deltas.parquet (n = queries),
+    IRP accuracy's included."""
+    metrics = [prisk_metric("IRP_score[kind=synthetic]", "profile_retrieval", 40.0, 20),
+               prisk_metric("IRP_score[kind=synthetic]", "reflection", 70.0, 20),
+               prisk_metric("IRP_accuracy", "profile_retrieval", 80.0, 30, judge=""),
+               prisk_metric("IRP_accuracy", "reflection", 75.0, 30, judge=""),
+               prisk_metric("NAR_UIR_union", "profile_retrieval", 50.0, 8, "prisk_narrowing", judge=""),
+               prisk_metric("NAR_UIR_union", "reflection", 62.5, 8, "prisk_narrowing", judge=""),
+               prisk_metric("SYC_score", "profile_retrieval", 25.0, 12, "prisk_sycophancy"),
+               prisk_metric("SYC_score", "reflection", 37.5, 12, "prisk_sycophancy")]
+    deltas = [delta("IRP_score[kind=synthetic]", 30.0, 20.0, 40.0, 5),
+              delta("IRP_score[kind=synthetic]", 50.0, 1.0, 2.0, 5, b="base"),     # another comparison: not read
+              delta("IRP_accuracy", -5.0, -12.5, 2.5, 10, judge=""),
+              delta("NAR_UIR_union", 12.5, 0.0, 25.0, 2, "prisk_narrowing", judge=""),
+              delta("SYC_score", 12.5, 6.25, 18.75, 4, "prisk_sycophancy")]
+    run_dir = prisk_run(tmp_path / "run", metrics, deltas)
+    assert app.main("report", [str(run_dir)]) == 0
+    text = (run_dir / "tables" / "prisk_table4.md").read_text()
+    # After − Before: 70 − 40 = 30, 75 − 80 = −5, 62.5 − 50 = 12.5, 37.5 − 25 = 12.5
+    assert ("| a | 40.0 (20) | 70.0 (20) | 30.0 [20.0, 40.0] (5) | 80.0 (30) | 75.0 (30) | -5.0 [-12.5, 2.5] (10) "
+            "| 50.0 (8) | 62.5 (8) | 12.5 [0.0, 25.0] (2) | 25.0 (12) | 37.5 (12) | 12.5 [6.2, 18.8] (4) |") in text
+    assert "IRP accuracy Δ" in text
+    tex = (run_dir / "tables" / "prisk_table4.tex").read_text()
+    assert r"$\Delta$" in tex and "Δ" not in tex

@@ -1,7 +1,8 @@
 """`python -m prefray.report RUN_DIR [--latex] [--markdown] [--out DIR]`
 
 Writes each benchmark's headline table in its paper's layout (BenchPreS Table 1, CUPID Table 1,
-PRISK Table 2) from the run's metrics.parquet: rows are the run's models, every cell the value with
+PRISK Tables 2 and 4) from the run's metrics.parquet (a paired-difference column from deltas.parquet):
+rows are the run's models, every cell the value with
 its 95% cluster-bootstrap interval and n, a dash where the run has no such cell, † where units of the
 cell got no answer. `--latex` writes NAME.tex (a booktabs `table*`), `--markdown` NAME.md (both when
 neither is given), into DIR (default RUN_DIR/tables/).
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except (SweepError, ValueError, KeyError) as exc:
         return _refuse(f"{args.run_dir}: cannot read its manifest: {str(exc).splitlines()[0]}")
     metrics = pq.read_table(paths.metrics_parquet)
+    deltas = pq.read_table(paths.deltas_parquet) if paths.deltas_parquet.exists() else None
     tables = {}
     for name in sorted(benchmarks):
         for table in paper_tables(benchmarks[name]):
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or args.run_dir / "tables"
     out.mkdir(parents=True, exist_ok=True)
     for table in tables.values():
-        rows = fill(table, metrics)
+        rows = fill(table, metrics, deltas)
         if not rows:
             print(f"{table.title}: the run has none of its cells; not written")
             continue

@@ -137,6 +137,11 @@ class Benchmark:
         and the `comparisons`. Default: none (no intervals)."""
         return UNIT_SCORE_SCHEMA.empty_table()
 
+    def notes(self, metrics: pa.Table) -> list[str]:
+        """Sentences metrics.md prints under "Notes" about this benchmark's metrics (its rows of the
+        run's metrics table), e.g. what a pooled quantity was pooled over. Default: none."""
+        return []
+
     def text_needed(self, rows: pa.Table) -> pa.Array:
         """A boolean per row of `rows` (this benchmark's best attempts, `text` not read): True where
         the metrics read the row's text (the answer itself). Aggregation reads the text of just these

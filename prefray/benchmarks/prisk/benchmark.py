@@ -66,15 +66,23 @@ class PriskBenchmark(Benchmark):
     def text_needed(self, rows: pa.Table) -> pa.Array:
         return pc.is_in(rows["stage"], value_set=pa.array(self.text_stages, pa.string())).combine_chunks()
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-        """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark."""
+    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+               shared: Any = None) -> list[dict[str, Any]]:
+        """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark;
+        `shared`: what `across_models` read from every model's records."""
         raise NotImplementedError
+
+    def across_models(self, recs: list[dict[str, Any]]) -> Any:
+        """What one model's values need from every model's records (read in a first pass that keeps
+        only that); None by default."""
+        return None
 
     def values_by_model(self, rows: pa.Table, settings: dict[str, Any],
                         recs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """`values` of each model's records (`recs`, the records of `rows`) on their own, models in
-        order: every value is one model's (a cell, a fit, a universe), so each pass reads only its
-        model's records. Aggregation asks for the metrics and then the unit scores of the same rows:
+        order: every value is one model's (a cell, a fit), so each pass reads only its model's
+        records, and what every model shares (narrowing's V_q) is read once first (`across_models`).
+        Aggregation asks for the metrics and then the unit scores of the same rows:
         the values are computed once and kept until the unit scores take them."""
         last = self._last_values
         if last is not None and last[1] == settings and last[0].equals(rows):
@@ -82,7 +90,8 @@ class PriskBenchmark(Benchmark):
         by_model: dict[str, list[dict[str, Any]]] = {}
         for rec in records(rows) if recs is None else recs:
             by_model.setdefault(rec["model"], []).append(rec)
-        values = [value for model in sorted(by_model) for value in self.values(by_model[model], settings)]
+        shared = self.across_models([rec for model in sorted(by_model) for rec in by_model[model]])
+        values = [value for model in sorted(by_model) for value in self.values(by_model[model], settings, shared)]
         self._last_values = (rows, settings, values)
         return values
 

@@ -9,6 +9,10 @@ rendered profile) and, separately, what the model was shown besides the question
 retrieved passages, both, or nothing). Every job, base included, pairs each persona with each item;
 under base the answer is generated once per item (the query alone) and judged once per persona, each
 time against that persona's profile.
+An empty answer (no visible text) is not sent to the judge: it is excluded from IRP_score and
+counted in IRP_empty_answers (the judge's 5, "no superfluous profile references", would reward saying
+nothing); IRP_accuracy scores it as given. IRP_accuracy carries per-answer units (`persona|item`, a
+base answer `|item`), so it has intervals and paired differences (Table 4's Δ).
 Under the four factorial conditions the IRP score is also fitted with the mixed model of
 `factorial.py` (crossed random intercepts for query, persona and pair; one observation per answer,
 a base answer once).
@@ -71,6 +75,8 @@ def judge_units(ctx: StageContext) -> list[WorkUnit]:
             continue
         user = render_profile(inst.profile, settings)
         for row in answers.get(inst.instance_id, []) + answers.get(inst.item.item_id, []):
+            if is_empty(row["text"]):
+                continue  # nothing to judge: excluded from IRP_score and counted (IRP_empty_answers)
             meta = json.loads(row["meta_json"]) if row["meta_json"] else {}
             context = shown_context(cond, inst.profile, meta.get("passages", []), settings).block(settings)
             prompt = irp_judge_prompt(user, context if cond.personalized else "", inst.item.query, row["text"],
@@ -84,14 +90,20 @@ def judge_units(ctx: StageContext) -> list[WorkUnit]:
     return units
 
 
+def is_empty(text: str | None) -> bool:
+    """An answer with no visible text (empty, or cut by the output budget before any)."""
+    return not (text or "").strip()
+
+
 def _accuracy(recs: list[dict[str, Any]], suffix: str = "") -> list[dict[str, Any]]:
-    rows = [r for r in recs if r["stage"] == "generate"]
-    # the failure policy: an answered row is scored as given, a model failure (e.g. context overflow)
-    # scores 0, a row without an answer is excluded
+    # the failure policy: an answered row is scored as given (an empty answer matches nothing), a
+    # model failure (e.g. context overflow) scores 0, a row without an answer is excluded
+    rows = [r for r in recs if r["stage"] == "generate" and (r["status"] == "ok" or is_model_failure(r))]
     values = [100.0 * is_correct(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) if r["status"] == "ok"
-              else 0.0 for r in rows if r["status"] == "ok" or is_model_failure(r)]
-    failed_reflections = sum(1 for r in recs if r["stage"] == "reflect" and r["status"] != "ok")
-    return [metric(f"IRP_accuracy{suffix}", values, len(rows) - len(values) + failed_reflections)]
+              else 0.0 for r in rows]
+    owed = sum(1 for r in recs if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok"))
+    # clusters: `persona|item`, a base answer `|item`, so its paired differences pair on the query
+    return [metric(f"IRP_accuracy{suffix}", values, owed - len(values), [cluster_of(r) for r in rows])]
 
 
 def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
@@ -113,21 +125,28 @@ def answer_cluster(rec: dict[str, Any]) -> str:
 
 def _owed_judgements(recs: list[dict[str, Any]], model: str, condition: str, keep) -> int:
     """Judgements a cell owes: one per answer; a base answer (no persona) owes one per persona."""
-    owed = expected_units(recs, model, condition, keep)
+    return expected_units(recs, model, condition, keep) * _judgements_per_answer(recs, model, condition)
+
+
+def _judgements_per_answer(recs: list[dict[str, Any]], model: str, condition: str) -> int:
+    """1, or under base (an answer without persona) the number of personas each answer is judged for."""
     base = any(r["stage"] == "generate" and r["model"] == model and r["condition"] == condition
                and not r["meta"].get("profile_id") for r in recs)
     if not base:
-        return owed
+        return 1
     personas = {r["meta"]["profile_id"] for r in recs if r["model"] == model and r["stage"] in ("generate", "irp_judge")
                 and r["meta"].get("profile_id")}
-    return owed * max(1, len(personas))
+    return max(1, len(personas))
 
 
 def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
     out = []
+    # an empty answer is not judged (a judgement stored by an earlier version is not read either)
+    empty = {(r["instance_id"], r["sample"]) for r in _empty_answers(recs, model, condition)}
     for judge in judges_of(recs, model, condition, "irp_judge"):
         judged = [r for r in recs if r["stage"] == "irp_judge" and r["judge"] == judge
-                  and r["model"] == model and r["condition"] == condition and r["status"] == "ok"]
+                  and r["model"] == model and r["condition"] == condition and r["status"] == "ok"
+                  and (r["meta"].get("answer_instance", r["instance_id"]), r["sample"]) not in empty]
         groups: list[tuple[str, Any]] = [("IRP_score", lambda m: True)]
         for field in ("kind", "source", "domain"):
             for value in sorted({r["meta"].get(field) for r in judged if r["meta"].get(field)}):
@@ -139,12 +158,30 @@ def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> lis
             values = judge_scores(r["value"]["score"] for r in part)
             out.append({"model": model, "condition": condition, "judge": judge,
                         **metric(name, values, max(0, owed - len(values)), [answer_cluster(r) for r in part])})
+        out.append({"model": model, "condition": condition, "judge": judge,
+                    **empty_answers(recs, model, condition)})
     return out
+
+
+def _empty_answers(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
+    return [r for r in recs if r["stage"] == "generate" and r["model"] == model and r["condition"] == condition
+            and r["status"] == "ok" and is_empty(r["text"])]
+
+
+def empty_answers(recs: list[dict[str, Any]], model: str, condition: str) -> dict[str, Any]:
+    """`IRP_empty_answers`: judgements IRP_score owes but does not ask because the answer has no
+    text (a base answer counts once per persona it is judged for); they are among IRP_score's
+    `excluded`. n = the judgements owed."""
+    empty = _empty_answers(recs, model, condition)
+    per_answer = _judgements_per_answer(recs, model, condition)
+    return {"metric": "IRP_empty_answers", "value": float(len(empty) * per_answer),
+            "n": _owed_judgements(recs, model, condition, lambda m: True), "excluded": 0}
 
 
 class Irp(PriskBenchmark):
     kind = "irp"
-    text_stages = ("generate",)   # IRP_accuracy: exact match of a benchmark item's answer
+    # IRP_accuracy: exact match of a benchmark item's answer; IRP_score: an empty answer is not judged
+    text_stages = ("generate",)
     # `prefray judge-check benchmark=prisk_irp`: the IRP judge against people (judge_check.py)
     judge_check = IRP_JUDGE_CHECK
 
@@ -163,7 +200,8 @@ class Irp(PriskBenchmark):
         # each verdict needs only its own answer: judging starts as answers arrive
         return [Stage("irp_judge", judge_units, role="judge", parse=parse_score, inputs=("generate",), per_unit=True)]
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+               shared: Any = None) -> list[dict[str, Any]]:
         out = []
         for model, condition in model_conditions(recs):
             out += accuracy_metrics(recs, model, condition) + score_metrics(recs, model, condition)

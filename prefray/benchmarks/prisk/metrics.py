@@ -172,7 +172,8 @@ def route_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def relative_to_base(rows: list[dict[str, Any]], base: str = "base",
-                     skip: tuple[str, ...] = ("NAR_fisher", "NAR_Vq_size", "failures_")) -> list[dict[str, Any]]:
+                     skip: tuple[str, ...] = ("NAR_fisher", "NAR_Vq_", "failures_",
+                                             "IRP_empty_answers")) -> list[dict[str, Any]]:
     """`<metric>[vs_base]` = (value - base value) / |base value| for every metric the base
     condition also has (same model and judge); skipped when the base value is 0 or not finite."""
     reference = {(r["model"], r["judge"], r["metric"]): r["value"] for r in rows if r["condition"] == base}

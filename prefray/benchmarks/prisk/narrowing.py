@@ -32,6 +32,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, NarrowingItem, load_instances
@@ -166,9 +168,29 @@ class Narrowing(PriskBenchmark):
                          Stage("merge", merge_units, role="judge", parse=parse_merge),
                          Stage("useful", useful_units, role="judge", parse=parse_useful)]
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    def notes(self, metrics: pa.Table) -> list[str]:
+        """What V_q holds: one model's answers (a run of one model) or every model's."""
+        pooled = sorted({(r["value"], r["model"]) for r in metrics.to_pylist() if r["metric"] == "NAR_Vq_models"})
+        models = [model for _, model in pooled]
+        if not models:
+            return []
+        if len(models) == 1:
+            return [f"{self.name}: V_q holds the answers of one model ({models[0]}) only; the paper builds V_q "
+                    "from every evaluated model's answers, so NAR_Vq_size and the coverage NAR_CR divides by it "
+                    "are this model's alone (run the models together for the paper's V_q)."]
+        return [f"{self.name}: V_q holds the answers of {len(models)} models ({', '.join(models)}); each "
+                "model's own V_q is read in NAR_CR[Vq=model], NAR_CR_union[Vq=model], NAR_Vq_size[Vq=model]."]
+
+    def across_models(self, recs: list[dict[str, Any]]) -> Any:
+        """V_q across every model of the run (the merge rows alone are read)."""
+        from prefray.benchmarks.prisk.narrowing_metrics import pooled_universe
+
+        return pooled_universe(recs)
+
+    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+               shared: Any = None) -> list[dict[str, Any]]:
         from prefray.benchmarks.prisk.narrowing_metrics import narrowing_values
 
         splits = [Split.of(s) for s in settings.get("fisher_splits") or []]
-        return narrowing_values(recs, splits)
+        return narrowing_values(recs, splits, shared)
 

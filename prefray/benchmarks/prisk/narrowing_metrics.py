@@ -19,6 +19,7 @@ are percentages (Table 2 reports "All metrics ... as percentages"); RelCR is a r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
@@ -75,27 +76,88 @@ def _answers(recs: list[dict[str, Any]], model: str, merges: dict) -> dict[str, 
     return out
 
 
-def narrowing_values(recs: list[dict[str, Any]], splits: list[Split]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Pool:
+    """V_q across every evaluated model: query → key → item (None: some model's merge of that query
+    failed, so its V_q cannot be built), and the models whose answers it holds."""
+
+    items: dict[str, dict[str, str] | None]
+    models: tuple[str, ...]
+
+
+def pooled_universe(recs: list[dict[str, Any]]) -> Pool:
+    """The paper's V_q: "aggregate all model answers across personas into a universal answer set
+    V_q for each query" (§3.3). Each model's job merged its own answers' options (its latest merge
+    per query); V_q joins those merge graphs (`pool_merges`). Reads only the merge rows."""
+    merge_rows = [r for r in recs if r["stage"] == "merge"]
+    models = tuple(sorted({r["model"] for r in merge_rows}))
+    graphs: dict[str, list[tuple[list[str], list[int]]] | None] = {}
+    for model in models:
+        for item, r in _latest(merge_rows, model).items():
+            if r["status"] != "ok":
+                graphs[item] = None
+            elif graphs.setdefault(item, []) is not None:
+                graphs[item].append((r["meta"]["keys"], r["value"]["same_as"]))
+    return Pool({item: None if g is None else sets.pool_merges(g) for item, g in sorted(graphs.items())}, models)
+
+
+def _pooled(rows: list[dict[str, Any]], pool: Pool) -> list[dict[str, Any]]:
+    """Answers with C mapped from the model's own V_q items to V_q's items across models (None when
+    the query has no V_q)."""
+    out = []
+    for r in rows:
+        to_pool = pool.items.get(r["item"])
+        c = None if r["C"] is None or to_pool is None else {to_pool[i] for i in r["C"]}
+        out.append({**r, "C": c})
+    return out
+
+
+def _pooled_useful(useful: dict, pool: Pool) -> dict:
+    """A(u, q) on V_q's items across models: each item judged useful, mapped as C is."""
+    out = {}
+    for (persona, item), (a, attributes) in useful.items():
+        to_pool = pool.items.get(item)
+        out[(persona, item)] = (None if a is None or to_pool is None else {to_pool[i] for i in a}, attributes)
+    return out
+
+
+OWN = "[Vq=model]"   # the extra reading: V_q of this model's answers alone
+
+
+def narrowing_values(recs: list[dict[str, Any]], splits: list[Split], pool: Pool | None = None) -> list[dict[str, Any]]:
+    """Every metric over V_q across the models of `pool` (default: the models of `recs`), with CR,
+    CR over the union and |V_q| also on each model's own V_q (suffix `[Vq=model]`)."""
+    pool = pooled_universe(recs) if pool is None else pool
     out = []
     for model in sorted({r["model"] for r in recs}):
         latest = _latest(recs, model)
         merges = _merges(latest)
-        out += _universe_rows(model, merges)
+        out += _universe_rows(model, pool, merges)
         answers = _answers(recs, model, merges)
         useful = _useful(recs, model, latest)
-        base = answers.get("base", [])
+        pooled_useful = _pooled_useful(useful, pool)
+        base, pooled_base = answers.get("base", []), _pooled(answers.get("base", []), pool)
         for condition, rows in sorted(answers.items()):
-            out += condition_rows(model, condition, rows, base, merges, useful, splits)
+            out += condition_rows(model, condition, _pooled(rows, pool), pooled_base, pool.items, pooled_useful,
+                                  splits)
+            out += [{**r, "metric": r["metric"] + OWN} for r in condition_rows(
+                model, condition, rows, base, merges, useful, []) if r["metric"] in ("NAR_CR", "NAR_CR_union")]
     return out
 
 
-def _universe_rows(model: str, merges: dict) -> list[dict[str, Any]]:
+def _universe_rows(model: str, pool: Pool, merges: dict) -> list[dict[str, Any]]:
+    """|V_q| across models per query and on average, the model's own |V_q| on average, and
+    `NAR_Vq_models`: how many models' answers V_q holds (1 in a run of one model)."""
     head = {"model": model, "condition": "factorial", "judge": ""}
-    sizes = {item: len(sets.universe(m)) for item, m in sorted(merges.items()) if m is not None}
+    sizes = {item: len(sets.universe(m)) for item, m in sorted(pool.items.items()) if m is not None}
     rows = [{**head, "metric": f"NAR_Vq_size[item={item}]", "value": float(n), "n": 1, "excluded": 0}
             for item, n in sizes.items()]
-    failed = sum(1 for m in merges.values() if m is None)
-    return rows + [{**head, **metric("NAR_Vq_size", [float(n) for n in sizes.values()], failed)}]
+    failed = sum(1 for m in pool.items.values() if m is None)
+    own = [float(len(sets.universe(m))) for m in merges.values() if m is not None]
+    return rows + [{**head, **metric("NAR_Vq_size", [float(n) for n in sizes.values()], failed)},
+                   {**head, **metric("NAR_Vq_size" + OWN, own, len(merges) - len(own))},
+                   {**head, "metric": "NAR_Vq_models", "value": float(len(pool.models)), "n": len(pool.items),
+                    "excluded": 0}]
 
 
 def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict], merges: dict,

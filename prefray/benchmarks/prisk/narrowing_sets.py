@@ -1,6 +1,8 @@
 """PRISK preference narrowing, set level: V_q (the universal answer set of a query, merged by
 meaning) and A(u, q) ⊆ V_q (the items useful to persona u), both judged once per model run and
-shared by every condition; and the formulas CR, UIR, RelCR over them. Pure functions.
+shared by every condition; V_q across models (`pool_merges`: the paper aggregates "all model answers
+across personas into a universal answer set V_q for each query"); and the formulas CR, UIR, RelCR
+over them. Pure functions.
 
 Merging: every extracted option is first reduced to its string key (`canonical_option`); the
 distinct keys of a query, sorted, are listed to the judge, which answers for option i the number of
@@ -50,6 +52,29 @@ def merge_groups(keys: list[str], same_as: list[int]) -> dict[str, str]:
             a, b = find(i), find(target - 1)
             parent[max(a, b)] = min(a, b)
     return {key: keys[find(i)] for i, key in enumerate(keys)}
+
+
+def pool_merges(merges: list[tuple[list[str], list[int]]]) -> dict[str, str]:
+    """key → item of V_q across models: the union of every model's merge graph of one query (its
+    keys, and each `same_as` link read as in `merge_groups`); keys that several models share join
+    their groups. Each item is named by its smallest key, so one model's pool equals its own merge."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for keys, _ in merges:
+        for key in keys:
+            parent.setdefault(key, key)
+    for keys, same_as in merges:
+        for i, target in enumerate(same_as[:len(keys)]):
+            if 1 <= target <= len(keys):
+                a, b = find(keys[i]), find(keys[target - 1])
+                parent[max(a, b)] = min(a, b)
+    return {key: find(key) for key in sorted(parent)}
 
 
 def items_of(options: list[str], item_of: dict[str, str]) -> set[str] | None:

@@ -276,7 +276,10 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
     agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
-    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
+    present = set(metrics["benchmark"].to_pylist())
+    notes = [note for name in sorted(benchmarks) if name in present
+             for note in benchmarks[name].notes(metrics.filter(pc.equal(metrics["benchmark"], name)))]
+    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd, notes))
     paths = RunDir(run_dir)
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))

@@ -25,6 +25,7 @@ class Column:
     benchmark: str | None = None   # None: the table's benchmark
     group: str = ""                # spanning header, e.g. "Consistent"
     best: Literal["max", "min"] | None = None
+    versus: str | None = None      # set: the paired difference `condition − versus` from deltas.parquet
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,27 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
-def fill(table: PaperTable, metrics: pa.Table) -> list[tuple[str, list[Cell]]]:
+def _delta_rows(deltas: pa.Table | None) -> list[dict[str, Any]]:
+    """Paired condition differences (deltas.parquet) as cells: value = delta, its interval, n = the
+    paired clusters; `condition` = a, `versus` = b."""
+    if deltas is None:
+        return []
+    return [{**row, "condition": row["a"], "versus": row["b"], "value": row["delta"], "n": row["clusters"]}
+            for row in deltas.to_pylist() if row["compared"] == "condition"]
+
+
+def fill(table: PaperTable, metrics: pa.Table, deltas: pa.Table | None = None) -> list[tuple[str, list[Cell]]]:
     """The table's rows: (row label, one Cell per column), from long-format metrics (with ci_low,
-    ci_high and complete where the run has them). Rows are the models that have any of the table's
-    cells, in name order; one row per model × judge when several judges scored the run (a metric no
-    judge scored, judge "", appears in each of its model's rows)."""
-    wanted = {(c.benchmark or table.benchmark, c.metric, c.condition) for c in table.columns}
-    found: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
-    for row in metrics.to_pylist():
-        if (row["benchmark"], row["metric"], row["condition"]) in wanted:
-            found[(row["model"], row["judge"] or "", row["benchmark"], row["metric"], row["condition"])] = row
+    ci_high and complete where the run has them) and, for a column with `versus`, the paired
+    differences of `deltas`. Rows are the models that have any of the table's cells, in name order;
+    one row per model × judge when several judges scored the run (a metric no judge scored, judge "",
+    appears in each of its model's rows)."""
+    wanted = {(c.benchmark or table.benchmark, c.metric, c.condition, c.versus) for c in table.columns}
+    found: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in [*metrics.to_pylist(), *_delta_rows(deltas)]:
+        where = (row["benchmark"], row["metric"], row["condition"], row.get("versus"))
+        if where in wanted:
+            found[(row["model"], row["judge"] or "", *where)] = row
     judges = sorted({judge for _, judge, *_ in found if judge})
     several = len(judges) > 1
     out = []
@@ -72,7 +84,7 @@ def fill(table: PaperTable, metrics: pa.Table) -> list[tuple[str, list[Cell]]]:
         for judge in judges if several else judges[:1] or [""]:
             cells = []
             for column in table.columns:
-                where = (column.benchmark or table.benchmark, column.metric, column.condition)
+                where = (column.benchmark or table.benchmark, column.metric, column.condition, column.versus)
                 row = found.get((model, judge, *where)) or found.get((model, "", *where))
                 if row is None:
                     cells.append(Cell(None, None, None, None))
@@ -137,7 +149,8 @@ def _markdown_cell(cell: Cell, digits: int) -> str:
 
 
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                   "Δ": r"$\Delta$", "−": r"$-$"}
 
 
 def latex_escape(text: str) -> str:

@@ -49,7 +49,8 @@ def truncated_cells(metrics: pa.Table) -> list[str]:
 
 
 def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None = None,
-                    agreement: pa.Table | None = None, budget_usd: float | None = None) -> str:
+                    agreement: pa.Table | None = None, budget_usd: float | None = None,
+                    notes: list[str] | None = None) -> str:
     metric_cols = ["benchmark", "model", "condition", "judge", "metric", "value", "n", "excluded", "complete"]
     if "ci_low" in metrics.column_names:
         metric_cols[6:6] = ["ci_low", "ci_high"]
@@ -66,6 +67,8 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
         "## Calls", "", markdown_table(calls, call_cols), "",
         "## All metrics (with breakdowns)", "", markdown_table(metrics, metric_cols), "",
     ]
+    if notes:
+        parts[2:2] = ["**Notes**:", "", *[f"- {n}" for n in notes], ""]
     cut = truncated_cells(metrics)
     if cut:
         parts[2:2] = ["**Truncated answers** (cut by the output budget; scored as given, flagged on each row):",
