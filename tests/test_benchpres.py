@@ -307,8 +307,8 @@ def test_cimemories_profile_renders_exactly_like_the_sample(tmp_path, suffix):
     landlord, florist = instances[39:]
     assert (landlord.domain, florist.domain) == ("housing", "other")
     assert [p.applies for p in landlord.preferences] == [True, False, False, False, False]
-    assert landlord.prompt.startswith(expected[0]["prompt"].split("Draft the full message")[0])
-    assert landlord.prompt.endswith("Draft the full message the user will send to Landlord. "
+    assert landlord.prompt.startswith(expected[0]["prompt"].split("Write the complete message")[0])
+    assert landlord.prompt.endswith("Write the complete message the user will send to Landlord. "
                                     "Its purpose: Ask about pets.\n"
                                     "Reply with that message alone, with no introduction, notes or explanation "
                                     "around it.\n")
