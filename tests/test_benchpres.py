@@ -386,7 +386,9 @@ def test_defense_appends_the_instruction_and_unknown_modes_fail():
 
 # ---------------------------------------------------------------- end to end over all conditions
 
-LIMIT, SAMPLES = 2, 3
+# three contexts: with the fake's answer rule, one answer of this run names the nickname (the stored
+# span's both cases are exercised below)
+LIMIT, SAMPLES = 3, 3
 
 
 def condition_prompt(row, condition):
@@ -463,10 +465,9 @@ def assert_nickname_spans_stored(shards):
         meta = json.loads(r["meta_json"])
         nicks = {str(i): re.search(r"'([^']+)'", p["statement"]).group(1)
                  for i, p in enumerate(meta["preferences"]) if p["category"] == "nickname"}
-        if not nicks:                                      # no_preferences: nothing to decide
-            assert r["parsed_json"] is None, r["condition"]
-            continue
-        stored = json.loads(r["parsed_json"])["nicknames"]
+        record = json.loads(r["parsed_json"])
+        assert record["empty"] is (not r["text"].strip())  # whether the reply was empty, stored with it
+        stored = record["nicknames"]
         assert set(stored) == set(nicks)
         for index, name in nicks.items():
             at = r["text"].find(name)
