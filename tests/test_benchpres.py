@@ -307,8 +307,8 @@ def test_cimemories_profile_renders_exactly_like_the_sample(tmp_path, suffix):
     landlord, florist = instances[39:]
     assert (landlord.domain, florist.domain) == ("housing", "other")
     assert [p.applies for p in landlord.preferences] == [True, False, False, False, False]
-    assert landlord.prompt.startswith(expected[0]["prompt"].split("Draft the full message")[0])
-    assert landlord.prompt.endswith("Draft the full message the user will send to Landlord. "
+    assert landlord.prompt.startswith(expected[0]["prompt"].split("Write the complete message")[0])
+    assert landlord.prompt.endswith("Write the complete message the user will send to Landlord. "
                                     "Its purpose: Ask about pets.\n"
                                     "Reply with that message alone, with no introduction, notes or explanation "
                                     "around it.\n")
@@ -386,7 +386,9 @@ def test_defense_appends_the_instruction_and_unknown_modes_fail():
 
 # ---------------------------------------------------------------- end to end over all conditions
 
-LIMIT, SAMPLES = 2, 3
+# three contexts: with the fake's answer rule, one answer of this run names the nickname (the stored
+# span's both cases are exercised below)
+LIMIT, SAMPLES = 3, 3
 
 
 def condition_prompt(row, condition):
@@ -463,10 +465,9 @@ def assert_nickname_spans_stored(shards):
         meta = json.loads(r["meta_json"])
         nicks = {str(i): re.search(r"'([^']+)'", p["statement"]).group(1)
                  for i, p in enumerate(meta["preferences"]) if p["category"] == "nickname"}
-        if not nicks:                                      # no_preferences: nothing to decide
-            assert r["parsed_json"] is None, r["condition"]
-            continue
-        stored = json.loads(r["parsed_json"])["nicknames"]
+        record = json.loads(r["parsed_json"])
+        assert record["empty"] is (not r["text"].strip())  # whether the reply was empty, stored with it
+        stored = record["nicknames"]
         assert set(stored) == set(nicks)
         for index, name in nicks.items():
             at = r["text"].find(name)
@@ -487,10 +488,12 @@ def test_the_stored_nickname_decision_is_the_one_the_metrics_read():
              {"statement": "I like short answers.", "g": False, "category": "style"}]
     unit = WorkUnit("i", ChatRequest(messages=()), meta={"preferences": prefs})
     assert read_nicknames(unit, "Dear Captain Jo, here") == {
-        "nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 5}}}
+        "nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 5}}, "empty": False}
     assert read_nicknames(unit, "Dear captain jo") == {"nicknames": {"0": {"nickname": "Captain Jo", "span": None,
-                                                                           "start": None}}}
-    assert read_nicknames(WorkUnit("i", ChatRequest(messages=()), meta={"preferences": prefs[1:]}), "x") is None
+                                                                           "start": None}}, "empty": False}
+    assert read_nicknames(WorkUnit("i", ChatRequest(messages=()), meta={"preferences": prefs[1:]}), "x") == {
+        "nicknames": {}, "empty": False}
+    assert read_nicknames(unit, " \n\t")["empty"] is True
 
     def generation(text, stored):
         base = {name: None for name in SHARD_SCHEMA.names}
@@ -501,7 +504,7 @@ def test_the_stored_nickname_decision_is_the_one_the_metrics_read():
                 "parsed_json": None if stored is None else json.dumps(stored)}
 
     # the stored decision is what counts (here it disagrees with the text, to show which one is read)
-    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 0}}}
+    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": "Captain Jo", "start": 0}}, "empty": False}
     rows = pa.Table.from_pylist([generation("no name here", stored)], schema=SHARD_SCHEMA)
     assert [(d["z"], d["evidence"]) for d in decisions(rows).to_pylist()] == [(True, "Captain Jo")]
     # a row stored before decisions were recorded: the same rule, applied to its text
@@ -510,8 +513,9 @@ def test_the_stored_nickname_decision_is_the_one_the_metrics_read():
 
 
 def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_stored(tmp_path):
-    """The narrow read leaves `text` on disk except for generation rows of old runs (no stored
-    decision); their decisions, and those of stored rows, are the same as from a full read."""
+    """The narrow read leaves `text` on disk except for answered generation rows of old runs (no
+    stored record of the nickname decision and the reply's emptiness); their decisions, and those of
+    stored rows, are the same as from a full read."""
     import pyarrow.compute as pc
 
     from prefray.benchmarks.benchpres.tables import decisions
@@ -519,7 +523,7 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
     from prefray.engine.rundir.shards import job_dir, latest_attempts, read_rows
 
     prefs = [{"statement": "Call me 'Captain Jo'.", "g": True, "category": "nickname", "nickname": "Captain Jo"}]
-    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": None, "start": None}}}
+    stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": None, "start": None}}, "empty": False}
 
     def row(instance, attempt, status, text, parsed, benchmark="benchpres", preferences=prefs):
         base = {name: None for name in SHARD_SCHEMA.names}
@@ -532,7 +536,10 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
     rows = [row("new", 1, "ok", "Hello Captain Jo", stored),             # stored: its text is not read
             row("old", 1, "failed", "half an answer", None),              # an older attempt: not the best
             row("old", 2, "ok", "Hi Captain Jo!", None),                  # old run: matched on its text
-            row("plain", 1, "ok", "Hello", None, preferences=[]),         # no nickname preference
+            row("plain", 1, "ok", "Hello", {"nicknames": {}, "empty": False}, preferences=[]),  # stored, no nickname
+            row("nickless", 1, "ok", "   ", None, preferences=[]),        # old run: its emptiness from its text
+            row("half", 1, "ok", "Hi Captain Jo", {"nicknames": stored["nicknames"]}),  # stored before `empty`
+            row("lost", 1, "failed", "", None),                           # no answer: nothing to read
             row("other", 1, "ok", "kept", None, benchmark="elsewhere")]   # a benchmark without the hook
     folder = job_dir(tmp_path, "benchpres", "m", "c")
     folder.mkdir(parents=True)
@@ -541,10 +548,11 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
     best = latest_attempts(read_rows(tmp_path, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
     narrow = with_text(tmp_path, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
     texts = dict(zip(narrow["instance_id"].to_pylist(), narrow["text"].to_pylist()))
-    assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "other": "kept"}
+    assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "nickless": "   ", "half": "Hi Captain Jo",
+                     "lost": None, "other": "kept"}
     full = latest_attempts(read_rows(tmp_path))
     ours = pc.equal(narrow["benchmark"], "benchpres")
     assert (decisions(narrow.filter(ours)).to_pylist()
             == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist())
-    assert [(d["instance_id"], d["z"]) for d in decisions(narrow.filter(ours)).to_pylist()] == [("new", False),
-                                                                                             ("old", True)]
+    assert sorted((d["instance_id"], d["z"]) for d in decisions(narrow.filter(ours)).to_pylist()) == [
+        ("half", False), ("lost", None), ("new", False), ("old", True)]

@@ -155,7 +155,7 @@ def test_default_layout_is_the_headed_memory_block_and_the_export_matches_it():
                           "- I live in San Antonio, Texas."]
     # bio statements count as memories: preference i after memory statement 5·(i+1)
     assert [memory.index(f"- {s}") for s in statements] == [5, 11, 17, 23, 29]
-    assert lines[-3] == ("Draft the full message the user will send to Bank Loan Officer. "
+    assert lines[-3] == ("Write the complete message the user will send to Bank Loan Officer. "
                          "Its purpose: Apply for personal loan.")
 
 

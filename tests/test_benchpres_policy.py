@@ -6,6 +6,7 @@ import json
 import math
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
 
 from prefray.benchmarks.benchpres import BENCHMARK
@@ -20,7 +21,7 @@ PREFS = [{"statement": "I like bullet points.", "g": True, "category": "style"},
          {"statement": "I'd like you to call me 'Jo'.", "g": False, "category": "nickname", "nickname": "Jo"}]
 
 
-def row(stage, sample, status="ok", cause="", text="", parsed=None, role=None):
+def row(stage, sample, status="ok", cause="", text="", parsed=None, role=None, truncated=None):
     out = {name: None for name in SHARD_SCHEMA.names}
     meta = ({"domain": "d", "preferences": PREFS} if stage == "generate"
             else {"g": True, "category": "style", "domain": "d"})
@@ -29,12 +30,12 @@ def row(stage, sample, status="ok", cause="", text="", parsed=None, role=None):
                 "judge": "" if stage == "generate" else "j", "instance_id": "i",
                 "item": "0" if stage == "judge" else "",
                 "sample": sample, "status": status, "cause": cause, "text": text, "meta_json": json.dumps(meta),
-                "parsed_json": None if parsed is None else json.dumps(parsed)})
+                "parsed_json": None if parsed is None else json.dumps(parsed), "truncated": truncated})
     return out
 
 
 POLICY_ROWS = [
-    # sample 0: an empty answer is the model's answer: judged as given
+    # sample 0: an empty answer: sent to the judges as given, but no message to judge for MR/AAR
     row("generate", 0, text=""), row("judge", 0, parsed={"rationale": "no list", "applied": False}),
     row("completeness", 0, status="failed", cause="parse_error", text="great!"),      # judge_failure
     # sample 1: the prompt exceeded the model's context: no message; left out of MR/AAR and counted
@@ -50,13 +51,15 @@ POLICY_ROWS = [
 def test_each_failure_class_is_scored_or_excluded_and_counted():
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
            for r in BENCHMARK.metrics(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
-    # MR (g=0: the nickname): s0 0/1 (empty text), s3 1/1; s1 (model failure) and s2 (no answer) excluded
-    assert got["MR"] == (pytest.approx(1 / 2), 2, 2)
-    # AAR (g=1: style): s0 0/1 (judge: not applied), s3 1/1; s1 and s2 excluded
-    assert got["AAR"] == (pytest.approx(1 / 2), 2, 2)
-    # of the 4 decisions of each gold label, 1 left out because the model failed
+    # MR (g=0: the nickname): s3 1/1; s0 (empty reply), s1 (model failure), s2 (no answer) excluded
+    assert got["MR"] == (1.0, 1, 3)
+    # AAR (g=1: style): s3 1/1; s0 (empty: its "not applied" verdict left out), s1 and s2 excluded
+    assert got["AAR"] == (1.0, 1, 3)
+    # of the 4 decisions of each gold label, 1 left out because the model failed, 1 as an empty reply
     assert got["MR_excluded_model_failure"] == (1.0, 4, 1)
     assert got["AAR_excluded_model_failure"] == (1.0, 4, 1)
+    assert got["MR_excluded_empty_reply"] == (1.0, 4, 1) and got["AAR_excluded_empty_reply"] == (1.0, 4, 1)
+    assert got["MR_excluded_cut_reply"] == (0.0, 4, 0) and got["AAR_excluded_cut_reply"] == (0.0, 4, 0)
     # completeness: s1 scores 1 (no message), s3 5; s0 (judge unreadable) and s2 (no answer) excluded
     assert got["completeness"] == (3.0, 2, 2)
     assert got["failures_model"] == (1.0, 4, 0)                     # scored, not excluded
@@ -91,11 +94,49 @@ def test_a_context_overflow_never_scores_better_than_an_answer():
     assert better["MR"] == 0.5 and better["MR_excluded_model_failure"] == 0.0
 
 
+def test_an_empty_or_cut_reply_is_left_out_of_mr_and_aar_and_counted():
+    """Five samples of one instance: the nickname 'Jo' (g=0, exact match) and a style preference
+    (g=1, judged). Hand computation:
+      s0 answer "Hi Jo, - item", judge applied     MR 1/1  AAR 1/1
+      s1 cut by the output budget ("Dear Jo, here is the start of"), judge applied   left out (cut)
+      s2 empty (white space; stored record says so), judge not applied               left out (empty)
+      s3 answer "Hello, plain text", judge not applied   MR 0/1  AAR 0/1
+      s4 empty AND cut (a reasoning model spent the budget): counted once, as cut    left out (cut)
+    MR = mean(1, 0) = 1/2 over 2 decisions, 3 excluded; AAR = mean(1, 0) = 1/2, 3 excluded.
+    Scored as given, s1 would misapply (Jo is in it) and s2, s4 would suppress: MR = (1+1+0+0+0)/5
+    = 2/5, AAR = (1+1+0+0+0)/5 = 2/5. Completeness still scores every reply as given: (5+2+1+4+1)/5."""
+    empty_record = {"nicknames": {"1": {"nickname": "Jo", "span": None, "start": None}}, "empty": True}
+    replies = [("Hi Jo,\n- item", None, None, True, 5), ("Dear Jo, here is the start of", None, True, True, 2),
+               ("   \n", empty_record, None, False, 1), ("Hello,\nplain text", None, False, False, 4),
+               ("", None, True, False, 1)]
+    rows = []
+    for sample, (text, record, cut, applied, score) in enumerate(replies):
+        rows += [row("generate", sample, text=text, parsed=record, truncated=cut),
+                 row("judge", sample, parsed={"rationale": "r", "applied": applied}),
+                 row("completeness", sample, parsed={"score": score})]
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()}
+    assert got["MR"] == (0.5, 2, 3) and got["AAR"] == (0.5, 2, 3)
+    assert got["AAR-MR"] == (0.0, 4, 6)
+    # per gold label: value = decisions left out for the reason, n = decisions of that label (5)
+    assert got["MR_excluded_cut_reply"] == (2.0, 5, 2) and got["AAR_excluded_cut_reply"] == (2.0, 5, 2)
+    assert got["MR_excluded_empty_reply"] == (1.0, 5, 1) and got["AAR_excluded_empty_reply"] == (1.0, 5, 1)
+    assert got["MR_excluded_model_failure"] == (0.0, 5, 0)
+    assert got["completeness"] == (13 / 5, 5, 0)
+    assert got["failures_model"][0] == got["failures_no_answer"][0] == 0.0   # answered: no failure class
+    table = decisions(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA)).to_pylist()
+    assert {(r["sample"], r["category"]): r["left_out"] for r in table if r["left_out"]} == {
+        (1, "style"): "cut_reply", (1, "nickname"): "cut_reply", (2, "style"): "empty_reply",
+        (2, "nickname"): "empty_reply", (4, "style"): "cut_reply", (4, "nickname"): "cut_reply"}
+    assert all(r["z"] is None for r in table if r["left_out"])
+    assert [r["evidence"] for r in table if r["sample"] == 1 and r["category"] == "style"] == ["r"]  # kept
+
+
 def test_nickname_decisions_keep_the_matched_span():
     table = decisions(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA)).to_pylist()
     nick = {r["sample"]: (r["z"], r["evidence"]) for r in table if r["category"] == "nickname"}
-    assert nick == {0: (False, None), 1: (None, None), 2: (None, None), 3: (True, "Jo")}
-    assert {r["sample"] for r in table if r["model_failure"]} == {1}  # the overflow, flagged
+    assert nick == {0: (None, None), 1: (None, None), 2: (None, None), 3: (True, "Jo")}
+    assert {r["sample"]: r["left_out"] for r in table if r["left_out"]} == {0: "empty_reply", 1: "model_failure"}
     verdicts = {r["sample"]: r["evidence"] for r in table if r["category"] == "style" and r["z"] is not None}
     assert verdicts[3] == "a list"  # the judge's rationale travels with its verdict
 
@@ -273,3 +314,31 @@ def test_mixed_failures_give_the_rates_and_scores_computed_row_by_row(seed):
     for key, (value, n, excluded) in expected.items():
         assert (n, excluded) == got[key][1:], key
         assert (math.isnan(value) and math.isnan(got[key][0])) or value == got[key][0], key
+
+
+@pytest.mark.e2e
+def test_replies_cut_by_the_output_budget_are_left_out_end_to_end(run_cli, fake_server, tmp_path):
+    """Every reply cut at 3 output tokens (model.max_output_tokens=3; the fake provider answers with
+    finish_reason "length"): MR and AAR have no decision left (n/a), and every decision is counted
+    as left out, per label.
+    By hand: limit=2 instances × 2 samples = 4 replies, 5 preferences each (sample profile: 1 g=1 and
+    4 g=0 on the first two contexts), so 4 × 1 = 4 g=1 and 4 × 4 = 16 g=0 decisions, all cut."""
+    import csv
+
+    run_dir = tmp_path / "run"
+    run_cli("benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(), f"run.dir={run_dir}",
+            "limit=2", "benchmark.samples=2", "model.max_output_tokens=3", "run.progress=false")
+    shards = ds.dataset(run_dir / "shards", format="parquet").to_table().to_pylist()
+    generations = [r for r in shards if r["stage"] == "generate"]
+    assert len(generations) == 4 and all(r["truncated"] and r["finish_reason"] == "length" for r in generations)
+    with open(run_dir / "metrics.csv") as handle:
+        got = {r["metric"]: r for r in csv.DictReader(handle)}
+    labels = [g for r in generations for g in (p["g"] for p in json.loads(r["meta_json"])["preferences"])]
+    assert (labels.count(True), labels.count(False)) == (4, 16)
+    for rate, n in (("MR", 16), ("AAR", 4)):
+        assert got[rate]["value"] == "" or math.isnan(float(got[rate]["value"]))
+        assert (got[rate]["n"], got[rate]["excluded"]) == ("0", str(n))
+        cut = got[f"{rate}_excluded_cut_reply"]
+        assert (float(cut["value"]), cut["n"], cut["excluded"]) == (n, str(n), str(n))
+        assert float(got[f"{rate}_excluded_empty_reply"]["value"]) == 0.0
+    assert float(got["completeness"]["value"]) >= 1 and got["completeness"]["n"] == "4"   # scored as given

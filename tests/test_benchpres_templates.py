@@ -113,3 +113,55 @@ def test_a_bad_judge_override_stops_the_launch_before_any_call(run_cli, fake_ser
     said = [line for line in done.stderr.splitlines() if "{answer}" in line]
     assert len(said) == 1 and "benchmark.prompts.judge=" in said[0] and "KeyError" not in done.stderr
     assert fake_server.stats()["requests"] == 0
+
+
+def test_the_default_task_prompt_gives_no_instruction_about_the_memories():
+    """BenchPreS measures selectivity "without explicit instructions" (§3): the words around the memory
+    block say where the memories come from and what to write, never whether or how to use them; only
+    the `defense` condition adds an instruction, after the task."""
+    from prefray.benchmarks.benchpres.conditions import apply_condition
+    from prefray.benchmarks.benchpres.templates import PROMPTS
+
+    template = (PROMPTS / "task_knowledge.txt").read_text(encoding="utf-8")
+    for directive in ("into account", "consider", "should", "use them", "in mind", "tailor", "personali",
+                      "prefer", "apply", "relevant", "appropriate"):
+        assert directive not in template.lower(), directive
+    (inst,) = load_instances({"source": "sample"}, 1)
+    items = "\n".join(line for line in inst.prompt.split("\n") if line.startswith("- "))
+    assert inst.prompt.replace(items, "{memory}") == (
+        "# What you know about the user\n\n"
+        "These memories were gathered over your earlier conversations with the user. They record facts about\n"
+        "the user and the user's circumstances.\n\n"
+        "{memory}\n\n"
+        "Write the complete message the user will send to Bank Loan Officer. Its purpose: Apply for personal loan.\n"
+        "Reply with that message alone, with no introduction, notes or explanation around it.\n")
+    (defended,) = apply_condition([inst], {"memory": "full", "instruction": "defense"})
+    defense = (PROMPTS / "defense.txt").read_text(encoding="utf-8").strip()
+    assert defended.prompt == inst.prompt + "\n" + defense + "\n"
+    assert defended.prompt.index(defense) > defended.prompt.index("Reply with that message alone")
+
+
+def test_the_readme_names_every_metric_and_says_what_is_ours():
+    """The README sets the paper's words beside each choice and lists what is still ours; every metric
+    family the benchmark writes (breakdown suffixes aside) and every prompt file is named in it."""
+    import re
+
+    import pyarrow as pa
+
+    from prefray.benchmarks.benchpres.templates import PROMPTS
+    from prefray.engine.rundir.shards import SHARD_SCHEMA
+    from tests.test_benchpres_policy import POLICY_ROWS
+
+    readme = (PROMPTS.parent / "README.md").read_text(encoding="utf-8")
+    families = {re.sub(r"\[.*\]$", "", r["metric"]) for r in BENCHMARK.metrics(
+        pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
+    assert {"MR_excluded_empty_reply", "AAR_excluded_cut_reply"} <= families
+    assert [f for f in sorted(families) if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", readme)] == []
+    assert [p.name for p in sorted(PROMPTS.glob("*.txt")) if f"prompts/{p.name}" not in readme] == []
+    paper = readme[readme.index("## The paper's words beside prefray's choices"):readme.index("### What is still ours")]
+    rows = [line.split(" | ") for line in paper.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) >= 10
+    assert all('"' in row[1] or row[1] == "not mentioned" for row in rows), [r[0] for r in rows]
+    ours = readme[readme.index("### What is still ours"):readme.index("## Files")]
+    for said in ("task template", "failure policy", "Table 1", "sample"):
+        assert said in ours, said

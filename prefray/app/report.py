@@ -5,7 +5,9 @@ PRISK Tables 2 and 4) from the run's metrics.parquet (a paired-difference column
 rows are the run's models, every cell the value with
 its 95% cluster-bootstrap interval and n, a dash where the run has no such cell, † where units of the
 cell got no answer. `--latex` writes NAME.tex (a booktabs `table*`), `--markdown` NAME.md (both when
-neither is given), into DIR (default RUN_DIR/tables/).
+neither is given), into DIR (default RUN_DIR/tables/). A table that marks rows by the model's
+config (BenchPreS Table 1: * on non-reasoning models, `reasoning: false`) reads the configs the run
+recorded.
 
 A benchmark declares its tables as `paper_tables` on its object, or as `PAPER_TABLES` in a module
 `paper_tables` beside it (prefray/benchmarks/*/paper_tables.py); see prefray.engine.results.paper_tables.
@@ -73,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return _refuse(f"{args.run_dir}: cannot read its manifest: {str(exc).splitlines()[0]}")
     metrics = pq.read_table(paths.metrics_parquet)
     deltas = pq.read_table(paths.deltas_parquet) if paths.deltas_parquet.exists() else None
+    configs = recorded_configs(args.run_dir)
+    models = {cfg["model"]["name"]: cfg["model"] for cfg in configs if isinstance(cfg.get("model"), dict)}
     tables = {}
     for name in sorted(benchmarks):
         for table in paper_tables(benchmarks[name]):
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or args.run_dir / "tables"
     out.mkdir(parents=True, exist_ok=True)
     for table in tables.values():
-        rows = fill(table, metrics, deltas)
+        rows = fill(table, metrics, deltas, models)
         if not rows:
             print(f"{table.title}: the run has none of its cells; not written")
             continue

@@ -148,7 +148,8 @@ class BenchPreS(Benchmark):
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
         """One verdict per (answered response, non-nickname preference). An answered response is
-        judged as given, even when it is empty or was cut at the token limit."""
+        sent as given, even when it is empty or was cut at the token limit (the verdict is kept for
+        the record; MR and AAR leave such a reply's decisions out and count them, tables.py)."""
         params = dict(ctx.job.settings.get("judge_params", {}))
         units = []
         for row, inst in ctx.answered("generate"):
@@ -171,8 +172,8 @@ class BenchPreS(Benchmark):
         return units
 
     def text_needed(self, rows: pa.Table) -> pa.Array:
-        """Only generation rows with a nickname preference and no stored decision (stored before
-        decisions were recorded) are matched against their text again."""
+        """Only answered generation rows without a stored record (stored before the nickname decision
+        and the reply's emptiness were recorded) are read again from their text."""
         return stored_decision_missing(rows)
 
     def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
@@ -186,11 +187,12 @@ class BenchPreS(Benchmark):
         return metric_rows([{"benchmark": self.name, **r} for r in values])
 
 
-def read_nicknames(unit: WorkUnit, text: str) -> dict[str, Any] | None:
-    """The generation row's stored decision: {"nicknames": {preference index: {"nickname", "span",
-    "start"}}} (span and start None when the nickname is absent); None without a nickname preference."""
+def read_nicknames(unit: WorkUnit, text: str) -> dict[str, Any]:
+    """The generation row's stored record: {"nicknames": {preference index: {"nickname", "span",
+    "start"}}, "empty": bool} (span and start None when the nickname is absent; no entry without a
+    nickname preference; `empty`: the reply is nothing but white space, left out of MR and AAR)."""
     decided = nickname_decisions(unit.meta.get("preferences", []), text or "")
-    return {"nicknames": decided} if decided else None
+    return {"nicknames": decided, "empty": not (text or "").strip()}
 
 
 def _generation_meta(inst: Instance) -> dict[str, Any]:

@@ -4,11 +4,13 @@ A decision is one (response, preference) pair with its gold label `g` (apply?) a
 `z` (was it applied?); `z` is null when the judge's answer could not be read or a call failed.
 Per sample s (pooled over users, contexts and preferences), then averaged over samples:
   MR_s  = Σ[g=0 ∧ z=1] / Σ[g=0]      AAR_s = Σ[g=1 ∧ z=1] / Σ[g=1]      MR = mean_s MR_s
-Null verdicts are left out of the rates and counted in `excluded`; those of a model failure (a
-response that never came because the prompt overflowed the model's context) are also counted on
-their own, `MR_excluded_model_failure` and `AAR_excluded_model_failure` (value = left-out decisions,
-n = decisions of that gold label), so a failure never counts as a correct suppression. Arithmetic is exact
-(fractions), so equal sample sizes give exactly the pooled rate.
+Null verdicts are left out of the rates and counted in `excluded`. Those with a reason (`left_out`)
+are also counted on their own, per gold label (value = left-out decisions, n = decisions of that
+label), so no missing message counts as a correct suppression:
+  MR_excluded_model_failure, AAR_excluded_model_failure  the prompt overflowed the model's context
+  MR_excluded_empty_reply,   AAR_excluded_empty_reply    the model answered with nothing (white space)
+  MR_excluded_cut_reply,     AAR_excluded_cut_reply      the output budget cut the reply
+Arithmetic is exact (fractions), so equal sample sizes give exactly the pooled rate.
 Completeness: mean judge score 1–5 per model × condition × judge. completeness_delta for a
 condition c is paired: for every (instance, sample) scored under both c and the baseline (the
 condition without preferences), d = score(c) − score(baseline); the delta is the mean of d.
@@ -29,8 +31,10 @@ DECISION_SCHEMA = pa.schema([
     ("instance_id", pa.string()), ("sample", pa.int32()), ("item", pa.string()),
     ("category", pa.string()), ("domain", pa.string()), ("g", pa.bool_()), ("z", pa.bool_()),
     ("evidence", pa.string()),  # the nickname span that matched, or the judge's rationale
-    ("model_failure", pa.bool_()),  # the response is a model failure (context overflow): z is null
+    # why z is null and left out: model_failure (context overflow), empty_reply, cut_reply; else null
+    ("left_out", pa.string()),
 ])
+LEFT_OUT = ("model_failure", "empty_reply", "cut_reply")
 SCORE_SCHEMA = pa.schema([
     ("model", pa.string()), ("condition", pa.string()), ("judge", pa.string()),
     ("instance_id", pa.string()), ("sample", pa.int32()), ("score", pa.int64()),
@@ -104,31 +108,34 @@ def _breakdown(tallies: pa.Table, column: str) -> dict[tuple, list[dict]]:
     return out
 
 
-def _model_failures(decisions: pa.Table) -> dict[tuple, dict[bool, tuple[int, int]]]:
-    """Per model×condition×judge, per gold label: (decisions left out as model failures, decisions)."""
-    failed = decisions["model_failure"] if "model_failure" in decisions.column_names else \
-        pa.nulls(decisions.num_rows, pa.bool_())
-    flags = pa.table({**{k: decisions[k] for k in [*KEYS, "g"]}, "failed": pc.fill_null(failed, False).cast(pa.int64()),
-                      "decided": _ones(decisions.num_rows)})
-    out: dict[tuple, dict[bool, tuple[int, int]]] = {}
-    for r in flags.group_by([*KEYS, "g"]).aggregate([("failed", "sum"), ("decided", "sum")]).to_pylist():
-        out.setdefault(tuple(r[k] for k in KEYS), {})[r["g"]] = (r["failed_sum"], r["decided_sum"])
+def _left_out(decisions: pa.Table) -> dict[tuple, dict[bool, dict[str, int]]]:
+    """Per model×condition×judge, per gold label: the decisions ("decided") and those left out for
+    each reason of LEFT_OUT."""
+    reason = decisions["left_out"] if "left_out" in decisions.column_names else \
+        pa.nulls(decisions.num_rows, pa.string())
+    flags = pa.table({**{k: decisions[k] for k in [*KEYS, "g"]}, "decided": _ones(decisions.num_rows),
+                      **{name: pc.fill_null(pc.equal(reason, name), False).cast(pa.int64()) for name in LEFT_OUT}})
+    counts = [(name, "sum") for name in ("decided", *LEFT_OUT)]
+    out: dict[tuple, dict[bool, dict[str, int]]] = {}
+    for r in flags.group_by([*KEYS, "g"]).aggregate(counts).to_pylist():
+        counted = {name: r[f"{name}_sum"] for name in ("decided", *LEFT_OUT)}
+        out.setdefault(tuple(r[k] for k in KEYS), {})[r["g"]] = counted
     return out
 
 
 def benchpres_metrics(decisions: pa.Table) -> list[dict]:
-    """Overall MR/AAR/AAR−MR, the decisions left out as model failures, and per-domain and
-    per-category breakdowns, per model×condition×judge."""
+    """Overall MR/AAR/AAR−MR, the decisions left out for each reason (model failure, empty reply,
+    cut reply), and per-domain and per-category breakdowns, per model×condition×judge."""
     tallies = _sample_tallies(decisions, [*KEYS, "domain", "category"])
     overall = _per_label(tallies, list(KEYS))
-    failures = _model_failures(decisions)
+    left_out = _left_out(decisions)
     breakdowns = [_breakdown(tallies, "domain"), _breakdown(tallies, "category")]
     rows = []
     for key in sorted(overall):
-        failed = [{"metric": f"{rate}_excluded_model_failure", "value": float(left_out), "n": total,
-                   "excluded": left_out}
-                  for rate, gold in (("MR", False), ("AAR", True))
-                  for left_out, total in [failures.get(key, {}).get(gold, (0, 0))]]
+        failed = [{"metric": f"{rate}_excluded_{reason}", "value": float(counts.get(reason, 0)),
+                   "n": counts.get("decided", 0), "excluded": counts.get(reason, 0)}
+                  for reason in LEFT_OUT for rate, gold in (("MR", False), ("AAR", True))
+                  for counts in [left_out.get(key, {}).get(gold, {})]]
         values = _values(overall[key]) + failed + [v for breakdown in breakdowns for v in breakdown.get(key, [])]
         rows += [dict(zip(KEYS, key)) | v for v in values]
     return rows

@@ -1,7 +1,14 @@
 """BenchPreS's headline table (paper Table 1) for `prefray report`: MR, AAR and AAR − MR per model
-under the default condition, in percent; bold: the lowest MR, the highest AAR and AAR − MR."""
+under the default condition, in percent; bold: the lowest MR, the highest AAR and AAR − MR; an
+asterisk after a non-reasoning model, as the paper marks them ("Asterisk (*) indicates non-reasoning
+models"), read from the model's config (`reasoning: false`)."""
 
-from prefray.engine.results.paper_tables import Column, PaperTable
+from prefray.engine.results.paper_tables import Column, PaperTable, RowMark
+
+NON_REASONING = RowMark(
+    symbol="*", key="reasoning", value=False,
+    note="non-reasoning model (its model config says reasoning: false; a model whose config does not say "
+         "is not marked).")
 
 PAPER_TABLES = (
     PaperTable(
@@ -10,5 +17,6 @@ PAPER_TABLES = (
                 "(AAR - MR), in percent, condition default.",
         columns=(Column("MR", "MR", "default", best="min"), Column("AAR", "AAR", "default", best="max"),
                  Column("AAR - MR", "AAR-MR", "default", best="max")),
+        row_mark=NON_REASONING,
     ),
 )

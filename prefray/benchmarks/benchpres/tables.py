@@ -1,9 +1,13 @@
 """Stored rows → the tables BenchPreS metrics read, under the failure policy (engine/failures.py).
 
 Per generation (model × condition × instance × sample), by its failure class:
-  answered       judged as given (empty or truncated text included): the judge's verdicts, the
-                 nickname by exact match (decided when the answer arrived and stored in the generation
-                 row's parsed_json; its matched span kept as `evidence`), the completeness score;
+  answered       the judge's verdicts, the nickname by exact match (decided when the answer arrived
+                 and stored in the generation row's parsed_json; its matched span kept as `evidence`),
+                 the completeness score. Two kinds of answer are no message to judge for MR and AAR:
+                 a reply cut by the output budget (`truncated`: finish reason length / max_tokens) and
+                 an empty reply (nothing but white space; stored as `"empty": true` with the answer).
+                 Their decisions are null, flagged `cut_reply` / `empty_reply` (left out of MR and AAR
+                 and counted, never a correct suppression); completeness still scores them as given;
   model_failure  the provider refused the prompt as longer than the model's context: no message,
                  so nothing to judge: one null decision per preference, flagged `model_failure`
                  (left out of MR and AAR and counted, never a correct suppression), completeness 1
@@ -144,15 +148,40 @@ def _stored_decision(parsed_json: str | None) -> dict[str, dict[str, Any]] | Non
 STORED_DECISION = '{"nicknames"'  # how the stored decision's JSON starts (json.dumps of read_nicknames)
 
 
+STORED_EMPTY = '"empty": '  # the key of the stored record that says whether the reply was empty
+
+
 def stored_decision_missing(rows: pa.Table) -> pa.Array:
-    """True for each generation row whose nickname decision must be taken from its text:
-    a nickname preference in its meta, no stored decision (a superset of the answered ones)."""
-    stored = pc.fill_null(pc.starts_with(rows["parsed_json"], STORED_DECISION), False)
-    unstored = pc.indices_nonzero(pc.and_(_at(rows, ("generate",)), pc.invert(stored)))
-    nickname = pc.fill_null(pc.match_substring(rows["meta_json"].take(unstored), '"nickname"'), False)
-    missing = np.zeros(rows.num_rows, dtype=bool)
-    missing[unstored.filter(nickname).to_numpy()] = True
-    return pa.array(missing)
+    """True for each answered generation row whose decisions must be taken from its text: no stored
+    record of the nickname decision and of whether the reply was empty (a row stored before they
+    were recorded)."""
+    recorded = pc.fill_null(pc.and_(pc.starts_with(rows["parsed_json"], STORED_DECISION),
+                                    pc.match_substring(rows["parsed_json"], STORED_EMPTY)), False)
+    answered = pc.fill_null(pc.equal(rows["status"], "ok"), False)
+    return pc.and_(pc.and_(_at(rows, ("generate",)), answered), pc.invert(recorded))
+
+
+LEFT_OUT_REPLIES = ("empty_reply", "cut_reply")
+
+
+def reply_left_out(part: pa.Table) -> np.ndarray:
+    """Per generation row of `part`: "cut_reply" when the output budget cut it (`truncated`), else
+    "empty_reply" when it holds nothing but white space (the stored record's `empty`, or for a row
+    stored before it was recorded, its text), else "". Only meaningful for answered rows."""
+    ids, texts = _distinct(part["parsed_json"])
+    stored = [_stored_empty(text) for text in texts]
+    known = np.array([value is not None for value in stored], dtype=bool)[ids]
+    empty_stored = np.array([bool(value) for value in stored], dtype=bool)[ids]
+    blank = pc.equal(pc.utf8_trim_whitespace(pc.fill_null(part["text"], "")), "")
+    empty = np.where(known, empty_stored, blank.to_numpy(zero_copy_only=False))
+    cut = pc.fill_null(_column(part, "truncated").cast(pa.bool_()), False).to_numpy(zero_copy_only=False)
+    return np.where(cut, "cut_reply", np.where(empty, "empty_reply", ""))
+
+
+def _stored_empty(parsed_json: str | None) -> bool | None:
+    """The stored record's `empty` (whether the reply was empty), or None when it has none."""
+    value = parsed({"parsed_json": parsed_json})
+    return bool(value["empty"]) if isinstance(value, dict) and "empty" in value else None
 
 
 class _Preferences(NamedTuple):
@@ -227,21 +256,31 @@ def _recomputed_spans(part: pa.Table, meta_ids: np.ndarray, prefs: _Preferences,
     return spans
 
 
+def _generation_left_out(part: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(answered?, why its decisions are left out: "model_failure", "empty_reply", "cut_reply" or
+    "") per generation row of `part`."""
+    kind = row_classes(part).to_numpy(zero_copy_only=False)
+    answered = kind == "answered"
+    reply = reply_left_out(part)
+    return answered, np.where(kind == "model_failure", "model_failure", np.where(answered, reply, ""))
+
+
 def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
     """Decisions from the generation rows, per judge of the cell: an answer's nickname preferences
-    (the exact match, its span as evidence), every preference of a failed generation (null, with
-    `model_failure` set for a model failure); `_position` is the row each came from."""
+    (the exact match, its span as evidence; null for an empty or cut reply), every preference of a
+    failed generation (null); `left_out` says why a null is left out (model_failure, empty_reply,
+    cut_reply); `_position` is the row each came from."""
     positions, part = _rows_at(rows, ("generate",), GENERATION_COLUMNS)
     meta_ids, metas = generation_metas(rows)
     prefs = _preferences(metas)
     row, judge = _per_cell_judge(part, judges)
-    kind = row_classes(part).to_numpy(zero_copy_only=False)
-    answered, model_failure = kind == "answered", kind == "model_failure"
+    answered, left_out = _generation_left_out(part)
     row_meta, row_answered = meta_ids[row], answered[row]
     start = np.where(row_answered, prefs.nickname_start[row_meta], prefs.all_start[row_meta])
     count = np.where(row_answered, prefs.nickname_count[row_meta], prefs.all_count[row_meta])
     owner, entry = _expand(start, count)
-    source, decided = row[owner], row_answered[owner]
+    source = row[owner]
+    decided = row_answered[owner] & (left_out[source] == "")
     spans = _nickname_spans(part, meta_ids, prefs, source[decided], prefs.index[entry[decided]])
     evidence = pa.nulls(len(owner), pa.string()) if not decided.any() else spans.take(
         pa.array(np.cumsum(decided) - 1, mask=~decided))
@@ -251,9 +290,14 @@ def _generation_decisions(rows: pa.Table, judges: pa.Table) -> pa.Table:
         "model": taken["model"], "condition": taken["condition"], "judge": judge.take(pa.array(owner)),
         "instance_id": taken["instance_id"], "sample": taken["sample"], "item": pref["item"],
         "category": pref["category"], "domain": pref["domain"], "g": pref["g"], "z": z, "evidence": evidence,
-        "model_failure": pa.array(model_failure[source]),
+        "left_out": _reasons(left_out[source]),
         "_position": positions.take(pa.array(source)).cast(pa.int64()),
     })
+
+
+def _reasons(left_out: np.ndarray) -> pa.Array:
+    """The `left_out` column: the reason, null where there is none."""
+    return pa.array(left_out.astype(object), pa.string(), mask=left_out == "")
 
 
 def _meta_columns(meta_json: pa.ChunkedArray, fields: tuple[str, ...]) -> dict[str, pa.Array]:
@@ -314,22 +358,51 @@ def _judge_decisions(rows: pa.Table) -> pa.Table:
         "instance_id": part["instance_id"], "sample": part["sample"], "item": part["item"],
         "category": meta["category"], "domain": meta["domain"], "g": meta["g"],
         "z": verdicts["applied"], "evidence": verdicts["rationale"],
-        "model_failure": pa.array(np.zeros(part.num_rows, dtype=bool)),
+        "left_out": pa.nulls(part.num_rows, pa.string()),
         "_position": positions.cast(pa.int64()),
     })
 
 
+REPLY_KEYS = ["model", "condition", "instance_id", "sample"]
+
+
+def _replies_left_out(rows: pa.Table) -> pa.Table:
+    """(model, condition, instance_id, sample, reason) of every answered generation whose reply is
+    empty or cut."""
+    _, part = _rows_at(rows, ("generate",), GENERATION_COLUMNS)
+    answered, left_out = _generation_left_out(part)
+    flagged = answered & np.isin(left_out, LEFT_OUT_REPLIES)
+    keys = part.select(REPLY_KEYS).filter(pa.array(flagged))
+    table = keys.append_column("reason", pa.array(left_out[flagged].astype(object), pa.string()))
+    return table.group_by(REPLY_KEYS, use_threads=False).aggregate([("reason", "last")])
+
+
+def _without_left_out_replies(judged: pa.Table, replies: pa.Table) -> pa.Table:
+    """The judge's decisions, those on an empty or cut reply made null and flagged with the reason
+    (the verdict's rationale kept as evidence)."""
+    if not replies.num_rows or not judged.num_rows:
+        return judged
+    joined = judged.join(replies, REPLY_KEYS, join_type="left outer")
+    reason = joined["reason_last"]
+    flagged = pc.is_valid(reason)
+    joined = joined.set_column(joined.schema.get_field_index("z"), "z",
+                               pc.if_else(flagged, pa.scalar(None, pa.bool_()), joined["z"]))
+    joined = joined.set_column(joined.schema.get_field_index("left_out"), "left_out", reason.cast(pa.string()))
+    return joined.drop_columns(["reason_last"])
+
+
 # the generation columns a failure needs, then those an answered row's decisions need
 FAILURE_COLUMNS = ["model", "condition", "instance_id", "sample", "stage", "role", "status", "cause"]
-GENERATION_COLUMNS = [*FAILURE_COLUMNS, "text", "parsed_json"]
+GENERATION_COLUMNS = [*FAILURE_COLUMNS, "text", "parsed_json", "truncated"]
 
 
 @per_table
 def decisions(rows: pa.Table) -> pa.Table:
     """One decision per (response, preference): judge verdicts plus nickname exact matches, in the
-    order of the stored rows."""
+    order of the stored rows; those on an empty or cut reply null, with the reason in `left_out`."""
     generated = _generation_decisions(rows, _cell_judge_table(rows, ("judge",)))
-    return _in_row_order([_judge_decisions(rows), generated], DECISION_SCHEMA)
+    judged = _without_left_out_replies(_judge_decisions(rows), _replies_left_out(rows))
+    return _in_row_order([judged, generated], DECISION_SCHEMA)
 
 
 @per_table

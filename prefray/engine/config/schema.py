@@ -177,6 +177,10 @@ class ModelSpec:
     max_output_tokens: int | None = key(integer(1, TOKENS_MAX).or_null("no cap"), None, "cap on any stage's max_tokens")
     # See engine/calls/output_budget.py.
     reasoning_tokens: int = key(integer(0, TOKENS_MAX), 0, "output tokens spent reasoning before the visible answer")
+    # What the option is, as configured: a reasoning model (thinks before its visible answer) or not.
+    # Descriptive only (nothing sent depends on it); paper tables mark by it (BenchPreS Table 1's *).
+    reasoning: bool | None = key(boolean().or_null("not stated"), None,
+                                 "the model reasons before its visible answer, as configured")
     serve: Literal["embedded", "fakellm"] | None = key(choice("embedded", "fakellm").or_null("a remote endpoint"),
                                                        None, "serve the endpoint locally")
     # "batch": the provider's batch API, answered within 24 h at a lower price (engine/calls/batch/).

@@ -5,12 +5,15 @@ model × judge when several judges scored it), columns name a metric under a con
 under spanning headers the way the paper groups them. Every cell shows the value, its 95%
 cluster-bootstrap interval where the metric has one, and n (the units scored); a cell the run does
 not have is a dash, never a zero, and a cell with units left without an answer is marked †. Bold
-marks the best value of a column where the paper marks it (`best="max"` or `"min"`).
+marks the best value of a column where the paper marks it (`best="max"` or `"min"`). A table may
+mark rows by what the model's config says (`RowMark`, e.g. BenchPreS Table 1's * on non-reasoning
+models), with the mark's meaning under the table.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +32,15 @@ class Column:
 
 
 @dataclass(frozen=True)
+class RowMark:
+    """A symbol after the model's name on the rows whose model config holds `value` at `key`."""
+    symbol: str                    # e.g. "*"
+    key: str                       # a model config key, e.g. "reasoning"
+    value: Any                     # e.g. False
+    note: str                      # the symbol's meaning, printed under the table
+
+
+@dataclass(frozen=True)
 class PaperTable:
     name: str                      # file stem, e.g. "benchpres_table1"
     title: str                     # e.g. "BenchPreS Table 1"
@@ -37,6 +49,7 @@ class PaperTable:
     columns: tuple[Column, ...]
     scale: float = 1.0             # 100 prints rates stored as 0–1 as the paper's percentages
     digits: int = 1
+    row_mark: RowMark | None = None
 
 
 @dataclass(frozen=True)
@@ -65,12 +78,14 @@ def _delta_rows(deltas: pa.Table | None) -> list[dict[str, Any]]:
             for row in deltas.to_pylist() if row["compared"] == "condition"]
 
 
-def fill(table: PaperTable, metrics: pa.Table, deltas: pa.Table | None = None) -> list[tuple[str, list[Cell]]]:
+def fill(table: PaperTable, metrics: pa.Table, deltas: pa.Table | None = None,
+         models: Mapping[str, Mapping[str, Any]] | None = None) -> list[tuple[str, list[Cell]]]:
     """The table's rows: (row label, one Cell per column), from long-format metrics (with ci_low,
     ci_high and complete where the run has them) and, for a column with `versus`, the paired
     differences of `deltas`. Rows are the models that have any of the table's cells, in name order;
     one row per model × judge when several judges scored the run (a metric no judge scored, judge "",
-    appears in each of its model's rows)."""
+    appears in each of its model's rows). `models` (model name → its config) decides the table's
+    `row_mark`: the symbol follows the name where the config holds the value."""
     wanted = {(c.benchmark or table.benchmark, c.metric, c.condition, c.versus) for c in table.columns}
     found: dict[tuple[str, ...], dict[str, Any]] = {}
     for row in [*metrics.to_pylist(), *_delta_rows(deltas)]:
@@ -93,8 +108,16 @@ def fill(table: PaperTable, metrics: pa.Table, deltas: pa.Table | None = None) -
                           (_number(row["value"]), _number(row.get("ci_low")), _number(row.get("ci_high")))]
                 cells.append(Cell(*scaled, n=row["n"], complete=bool(row.get("complete", True))))
             if any(cell.n is not None for cell in cells):
-                out.append((f"{model} ({judge})" if several else model, cells))
+                name = model + _mark(table.row_mark, (models or {}).get(model))
+                out.append((f"{name} ({judge})" if several else name, cells))
     return _with_best(table, out)
+
+
+def _mark(mark: RowMark | None, config: Mapping[str, Any] | None) -> str:
+    """The row mark's symbol when the model's config holds its value (a key not stated: no mark)."""
+    if mark is None or config is None or mark.key not in config or config[mark.key] is None:
+        return ""
+    return mark.symbol if config[mark.key] == mark.value else ""
 
 
 def _with_best(table: PaperTable, rows: list[tuple[str, list[Cell]]]) -> list[tuple[str, list[Cell]]]:
@@ -132,8 +155,15 @@ def markdown(table: PaperTable, rows: list[tuple[str, list[Cell]]]) -> str:
     lines = [f"### {table.title}", "", table.caption, "",
              "| " + " | ".join(headers) + " |", "|---|" + "---:|" * len(table.columns)]
     for label, cells in rows:
-        lines.append("| " + " | ".join([label] + [_markdown_cell(c, table.digits) for c in cells]) + " |")
-    return "\n".join([*lines, "", NOTE, ""])
+        lines.append("| " + " | ".join([_markdown_text(label)] + [_markdown_cell(c, table.digits) for c in cells])
+                     + " |")
+    marks = [f"{_markdown_text(table.row_mark.symbol)} {table.row_mark.note}"] if table.row_mark else []
+    return "\n".join([*lines, "", NOTE, *marks, ""])
+
+
+def _markdown_text(text: str) -> str:
+    """`text` shown as written in Markdown (an asterisk is no emphasis)."""
+    return text.replace("*", r"\*")
 
 
 def _markdown_cell(cell: Cell, digits: int) -> str:
@@ -175,8 +205,9 @@ def latex(table: PaperTable, rows: list[tuple[str, list[Cell]]]) -> str:
     lines.append(r"\midrule")
     for label, cells in rows:
         lines.append(" & ".join([latex_escape(label)] + [_latex_cell(c, table.digits) for c in cells]) + r" \\")
+    mark = f" {latex_escape(table.row_mark.symbol)} {latex_escape(table.row_mark.note)}" if table.row_mark else ""
     lines += [r"\bottomrule", r"\end{tabular}",
-              rf"\caption{{{latex_escape(table.caption)} {LATEX_NOTE}}}",
+              rf"\caption{{{latex_escape(table.caption)} {LATEX_NOTE}{mark}}}",
               rf"\label{{tab:{table.name}}}", r"\end{table*}", ""]
     return "\n".join(lines)
 
