@@ -21,7 +21,7 @@ Numbers (`extract_number`):
   "Fun fact") and computes nothing (no `=`, `×`, `+`, `→`, no answer phrase, no result verb followed
   by a number) is dropped, again and again, while a number remains before it.
   3. The last explicit answer phrase ("final answer", "the answer is", "answer:", "total:",
-     "result:", "in total"): its clause, the text after it up to the end of its line, cut before a
+     "result:", "in total"; "90 km in total" reads the number just before "in total"): its clause, the text after it up to the end of its line, cut before a
      reason or a new sentence ("since", "because", ";", " — ", ". "). A hedge in the clause (a range,
      "N or M", "(or M if ...)", "could be M") makes the answer unparsed. Else, without bracketed
      remarks holding a word or an equation ("(not 22.5)"):
@@ -34,26 +34,27 @@ Numbers (`extract_number`):
      d. else (every number qualifies) the first number.
   4. The last bold span that holds only a number, optionally with a currency sign or unit.
   5. The final statement: the text split into sentences and clauses (";", " — "); trailing
-     afterthoughts are dropped first: a clause with "left over", "to spare", "spare", "extra",
-     "left", "on average", "for comparison", "at that rate", "by the way" that follows a clause
-     stating a result (a result sign, a result verb with a number, or "so"/"therefore") is a side
-     quantity ("…, so 12 boxes; that leaves 2 spare" reads 12). The last clause holding a number is
+     afterthoughts are dropped first: a clause with "on average", "an average", "for comparison",
+     "at that rate", "by the way", or one with "left over", "to spare", "spare", "extra", "left"
+     that follows a clause stating a result (a result sign, a result verb with a number, or
+     "so"/"therefore"), is a side quantity ("…, so 12 boxes; that leaves 2 spare" reads 12). The last clause holding a number is
      read as in 3a, then its last number that does not qualify the result; a hedge in it or a last
      sentence starting "Or 67.5 ..." makes the answer unparsed.
 
 Letters (`extract_choice`, choices A, B, ...): every mention of an option is collected, by letter
 ("(B)", "option b", "**B**", a bare capital "B"; "A" followed by a lower-case word is the article)
-or by its text (case-insensitive, plural forms, a leading article dropped, the longest option first
+or by its text (case-insensitive, plural forms, the first word of a phrase inflected ("leaves the
+building"), a leading article dropped, the longest option first
 so "unit elastic" is not also "elastic"). Each mention is
-  - rejected when a negation or a dismissal leads it ("not", "isn't", "rule out", "unlike",
-    "instead of", "tempting to say", "might think", "first thought was", "people pick", "at first
-    glance", within two words) or follows it ("is wrong", "can't be", "looks right, but", "– no",
+  - rejected when a negation or a dismissal leads it ("not", any "n't", "rule out", "unlike",
+    "instead of", "tempting to say", "might think", "first thought was", "many students answer",
+    "people pick", "at first glance", within two words) or follows it ("is wrong", "can't be", "looks right, but", "– no",
     "is the antiderivative, not ..."); a mention joined to a rejected one by "or"/"and"/"," is
     rejected too ("isn't C or D"); in "X …, but Y …" X is rejected;
   - an explicit statement ("answer is", "answer:", "correct answer/choice is", "best choice is",
     "I'd go with", "I choose", `\\boxed{b}`), followed by a letter in either case;
   - strong when a conclusion leads it ("so", "therefore", "it's", "must be", "check", "yes",
-    a colon) or follows it ("is correct", "is the ...", "fits", "– yes", ✅);
+    a colon) or follows it ("is correct", "is the ...", "fits", "does.", "– yes", ✅);
   - else neutral.
   1. The whole answer is one letter (optional brackets or a full stop): that letter.
   Trailing personal asides are set aside as for numbers. Then:
@@ -264,14 +265,23 @@ def strip_trailing_asides(text: str, remains: str = _NUM) -> str:
     return "\n".join(sentences)
 
 
-_AFTERTHOUGHT = (r"\b(?:left\s+over|leftover|to\s+spare|spare|extra|left|on\s+average|an\s+average|"
-                 r"(?:for|in|by)\s+comparison|at\s+that\s+rate|by\s+the\s+way)\b")
+# A side quantity after the result: "that leaves 2 spare" (after a clause that states a result), "that's an
+# average of 22.5 km per week", "at that rate, 600 miles would cost $70" (after any clause with a number).
+_REMAINDER = r"\b(?:left\s+over|leftover|to\s+spare|spare|extra|left)\b"
+_SIDE_NOTE = r"\b(?:on\s+average|an\s+average|(?:for|in|by)\s+comparison|at\s+that\s+rate|by\s+the\s+way)\b"
 _CONCLUSION = r"^\W*(?:so|therefore|thus|hence|in\s+total|altogether|that\s+means)\b|,\s*so\b"
 
 
 def _states_result(clause: str) -> bool:
     return bool(re.search(_RESULT_SIGN, clause) or re.search(_CONCLUSION, clause, flags=re.IGNORECASE)
                 or re.search(rf"{_RESULT_VERB}{_FILLER}\s*{_NUM}", clause, flags=re.IGNORECASE))
+
+
+def _afterthought(clause: str, before: str) -> bool:
+    if re.search(_CONCLUSION, clause, flags=re.IGNORECASE):
+        return False
+    return bool(re.search(_SIDE_NOTE, clause, flags=re.IGNORECASE)
+                or (re.search(_REMAINDER, clause, flags=re.IGNORECASE) and _states_result(before)))
 
 
 def _clauses(text: str) -> list[str]:
@@ -281,8 +291,7 @@ def _clauses(text: str) -> list[str]:
 def _final_statement(text: str) -> Decimal | None:
     """Rule 5: the last clause holding a number, after trailing afterthoughts."""
     clauses = [c for c in _clauses(text) if numbers(c)]
-    while (len(clauses) > 1 and re.search(_AFTERTHOUGHT, clauses[-1], flags=re.IGNORECASE)
-           and not re.search(_CONCLUSION, clauses[-1], flags=re.IGNORECASE) and _states_result(clauses[-2])):
+    while len(clauses) > 1 and _afterthought(clauses[-1], clauses[-2]):
         clauses.pop()
     if not clauses:
         return None
@@ -307,6 +316,9 @@ def _read_number(plain: str) -> Decimal | None:
     body = _number_words(strip_trailing_asides(plain))
     unmarked = re.sub(r"\*\*|__", "", body)
     for phrase in reversed(list(re.finditer(_ANSWER_PHRASE, unmarked, flags=re.IGNORECASE))):
+        ahead = re.search(rf"({_NUM}){_UNIT}\s*$", unmarked[:phrase.start()].split("\n")[-1], flags=re.IGNORECASE)
+        if ahead and re.match(r"in\s+total", phrase.group(0), flags=re.IGNORECASE):
+            return to_decimal(ahead.group(1))       # "90 km in total over the 4 weeks"
         found = read_clause(_answer_clause(unmarked[phrase.end():]))
         if found is not None:
             return found
@@ -330,10 +342,11 @@ _STATEMENT = (r"(?:(?:final\s+)?answer\s*(?:is|:|=|would\s+be|should\s+be)?|corr
               r"\s*(?:is|:|would\s+be)?|best\s+(?:answer|option|choice)(?:\s+here)?\s*(?:is|:)"
               r"|(?:i'?d|i\s+would|i'll|i\s+will)\s+(?:go|choose|pick)\s*(?:with|for)?"
               r"|i\s+(?:choose|pick)|\\boxed\{)")
-_REJECT_BEFORE = (r"\b(?:not|isn'?t|aren'?t|wasn'?t|never|rule\s+out|ruled\s+out|rules\s+out|eliminat\w*|exclud\w*"
-                  r"|unlike|instead\s+of|rather\s+than|didn'?t|doesn'?t|don'?t\s+pick|tempting\s+to\s+say"
-                  r"|(?:might|may|could)\s+think|first\s+thought\s+was|people\s+(?:often\s+)?(?:pick|choose)"
-                  r"|at\s+first\s+glance)(?:\s+[\w']+){0,2}\s*\(?$")
+_REJECT_BEFORE = (r"(?:\b(?:not|never|rule\s+out|ruled\s+out|rules\s+out|eliminat\w*|exclud\w*"
+                  r"|unlike|instead\s+of|rather\s+than|tempting\s+to\s+say"
+                  r"|(?:might|may|could)\s+think|first\s+thought\s+was"
+                  r"|(?:people|many|most|some|a\s+lot\s+of)(?:\s+\w+)?\s+(?:often\s+)?(?:pick|choose|answer|say|go\s+for)"
+                  r"|at\s+first\s+glance)|\w+n'?t)(?:\s+[\w']+){0,2}\s*\(?$")
 _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
                  r"(?:is|are|seems|'s|would\s+be)?\s*(?:also\s+)?(?:wrong|incorrect|out|false|a\s+distractor"
                  r"|not\s+(?:right|correct|it|the\s+answer))\b"
@@ -344,7 +357,7 @@ _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
 _STRONG_BEFORE = (r"(?:\b(?:so|therefore|thus|hence|it'?s|it\s+is|must\s+be|go\s+with|choose|check|use|yes"
                   r"|i'?d\s+say)|:)\s*(?:the\s+|an?\s+)?(?:option\s+|choice\s+)?\(?$")
 _STRONG_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:is\s+(?:correct|right|the\s+\w+)|fits|[\w' ]{0,40}?\s[–—:-]\s*yes\b"
-                 r"|✅)")
+                 r"|(?:does|do|is|are|works)\s*[.!]|✅)")
 _ARTICLE_NEXT = {"is", "isn't", "was", "seems", "looks", "can", "can't", "cannot", "would", "could", "might",
                  "must", "fits", "and", "or", "because", "makes", "gives", "doesn't", "does", "too", "either",
                  "also", "only", "ignores", "forgets", "fails"}
@@ -393,6 +406,10 @@ def _letter_mentions(text: str, letters: str) -> list[Mention]:
 def _variants(choice: str) -> list[str]:
     base = re.sub(r"^(?:a|an|the)\s+", "", choice.strip().lower())
     forms = [base, base + "s", base + "es"]
+    first, _, rest = base.partition(" ")
+    if rest and first.isalpha():       # "leave the building": "leaves the building", "leaving the building"
+        stem = first[:-1] if first.endswith("e") else first
+        forms += [f"{w} {rest}" for w in (first + "s", first + "es", stem + "ed", stem + "ing")]
     if base.endswith("on") or base.endswith("um"):
         forms.append(base[:-2] + "a")
     if base.endswith("y"):
