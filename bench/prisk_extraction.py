@@ -15,14 +15,13 @@ import importlib.util
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 from _common import ROOT
 
 from prefray.benchmarks.prisk import extraction
-from prefray.benchmarks.prisk.extraction_labels import LabelScore, load_labels, reading, score_labels
+from prefray.benchmarks.prisk.extraction_labels import load_labels, report, score_labels, summary
 
 
 def module_at(rev: str) -> ModuleType:
@@ -36,20 +35,9 @@ def module_at(rev: str) -> ModuleType:
     return module
 
 
-def show(name: str, module: ModuleType, rows: list[dict], detail: bool) -> LabelScore:
+def show(name: str, module: ModuleType, rows: list[dict], detail: bool) -> None:
     score = score_labels(rows, module.extract_number, module.extract_choice)
-    print(f"{name}: hits {score.hits}/{score.total} = {100 * score.hit_rate:.1f}%, misreads {len(score.misreads)}, "
-          f"unparsed with a gold {len(score.unparsed)}, rejected-option misreads "
-          f"{len(score.rejected_misreads)}/{score.rejected_rows}")
-    classes = Counter(r["class"] for r in rows)
-    missed = Counter(r["class"] for r in rows if r["id"] in set(score.misreads) | set(score.unparsed))
-    print("  misses by class: " + (", ".join(f"{c} {missed[c]}/{classes[c]}" for c in sorted(missed)) or "none"))
-    if detail:
-        for r in rows:
-            if r["id"] in score.misreads or r["id"] in score.unparsed:
-                got = reading(r, module.extract_number, module.extract_choice)
-                print(f"  {r['id']} ({r['class']}): gold {r['gold']!r}, read {got!r}: {r['text']!r}")
-    return score
+    print("\n".join(report(name, score, rows, module.extract_number, module.extract_choice, detail)))
 
 
 def main() -> int:
@@ -58,9 +46,7 @@ def main() -> int:
     parser.add_argument("--rows", action="store_true", help="print every missed row")
     args = parser.parse_args()
     rows = load_labels()
-    kinds = Counter(r["kind"] for r in rows)
-    print(f"{len(rows)} labelled answers ({kinds['numeric']} numeric, {kinds['choice']} choice; "
-          f"{sum(r['gold'] is None for r in rows)} with no single answer)")
+    print(summary(rows))
     show("current", extraction, rows, args.rows)
     if args.old:
         show(f"at {args.old}", module_at(args.old), rows, args.rows)

@@ -21,8 +21,9 @@ Numbers (`extract_number`):
   "Fun fact") and computes nothing (no `=`, `×`, `+`, `→`, no answer phrase, no result verb followed
   by a number) is dropped, again and again, while a number remains before it.
   3. The last explicit answer phrase ("final answer", "the answer is", "answer:", "total:",
-     "result:", "in total"; "90 km in total" reads the number just before "in total"): its clause, the text after it up to the end of its line, cut before a
-     reason or a new sentence ("since", "because", ";", " — ", ". "). A hedge in the clause (a range,
+     "result:", "in total"; "90 km in total" reads the number just before "in total"): its clause,
+     the text after it up to the end of its line, cut before a reason or a new sentence ("since",
+     "because", ";", " — ", ". "). A hedge in the clause (a range,
      "N or M", "(or M if ...)", "could be M") makes the answer unparsed. Else, without bracketed
      remarks holding a word or an equation ("(not 22.5)"):
      a. a result sign (`=`, `→`, `->`, `=>`, `⇒`, `≈`): the first number after the last one;
@@ -37,20 +38,20 @@ Numbers (`extract_number`):
      afterthoughts are dropped first: a clause with "on average", "an average", "for comparison",
      "at that rate", "by the way", or one with "left over", "to spare", "spare", "extra", "left"
      that follows a clause stating a result (a result sign, a result verb with a number, or
-     "so"/"therefore"), is a side quantity ("…, so 12 boxes; that leaves 2 spare" reads 12). The last clause holding a number is
-     read as in 3a, then its last number that does not qualify the result; a hedge in it or a last
-     sentence starting "Or 67.5 ..." makes the answer unparsed.
+     "so"/"therefore"), is a side quantity ("…, so 12 boxes; that leaves 2 spare" reads 12). The
+     last clause holding a number is read as in 3a, then its last number that does not qualify the
+     result; a hedge in it or a last sentence starting "Or 67.5 ..." makes the answer unparsed.
 
 Letters (`extract_choice`, choices A, B, ...): every mention of an option is collected, by letter
 ("(B)", "option b", "**B**", a bare capital "B"; "A" followed by a lower-case word is the article)
 or by its text (case-insensitive, plural forms, the first word of a phrase inflected ("leaves the
-building"), a leading article dropped, the longest option first
-so "unit elastic" is not also "elastic"). Each mention is
+building"), a leading article dropped, the longest option first so "unit elastic" is not also
+"elastic"). Each mention is
   - rejected when a negation or a dismissal leads it ("not", any "n't", "rule out", "unlike",
     "instead of", "tempting to say", "might think", "first thought was", "many students answer",
-    "people pick", "at first glance", within two words) or follows it ("is wrong", "can't be", "looks right, but", "– no",
-    "is the antiderivative, not ..."); a mention joined to a rejected one by "or"/"and"/"," is
-    rejected too ("isn't C or D"); in "X …, but Y …" X is rejected;
+    "people pick", "at first glance", within two words) or follows it ("is wrong", "can't be",
+    "looks right, but", "– no", "is the antiderivative, not ..."); a mention joined to a rejected
+    one by "or"/"and"/"," is rejected too ("isn't C or D"); in "X …, but Y …" X is rejected;
   - an explicit statement ("answer is", "answer:", "correct answer/choice is", "best choice is",
     "I'd go with", "I choose", `\\boxed{b}`), followed by a letter in either case;
   - strong when a conclusion leads it ("so", "therefore", "it's", "must be", "check", "yes",

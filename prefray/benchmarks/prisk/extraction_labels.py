@@ -9,11 +9,17 @@ only rejections, no answer), `rejected` (the options the text names and rejects)
 Scores: a **hit** is a reading equal to gold (null = null included); a **misread** is a reading that
 differs from a non-null gold, or any reading of a null-gold row (a guess); **unparsed** is a null
 reading where gold exists. `rejected_misreads` counts misreads on rows that reject an option.
+
+Usage: python -m prefray.benchmarks.prisk.extraction_labels [--rows]
+(bench/prisk_extraction.py also scores the extractor of an earlier git revision.)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -75,3 +81,42 @@ def score_labels(rows: list[dict[str, Any]], read_number: NumberReader, read_cho
             if row["rejected"]:
                 score.rejected_misreads.append(row["id"])
     return score
+
+
+def report(name: str, score: LabelScore, rows: list[dict[str, Any]], read_number: NumberReader,
+           read_choice: ChoiceReader, detail: bool = False) -> list[str]:
+    """The score as printed lines: the totals, the misses by class and (`detail`) every missed row."""
+    lines = [f"{name}: hits {score.hits}/{score.total} = {100 * score.hit_rate:.1f}%, misreads "
+             f"{len(score.misreads)}, unparsed with a gold {len(score.unparsed)}, rejected-option misreads "
+             f"{len(score.rejected_misreads)}/{score.rejected_rows}"]
+    missed_ids = set(score.misreads) | set(score.unparsed)
+    classes = Counter(r["class"] for r in rows)
+    missed = Counter(r["class"] for r in rows if r["id"] in missed_ids)
+    lines.append("  misses by class: " + (", ".join(f"{c} {missed[c]}/{classes[c]}" for c in sorted(missed))
+                                          or "none"))
+    for r in rows if detail else []:
+        if r["id"] in missed_ids:
+            got = reading(r, read_number, read_choice)
+            lines.append(f"  {r['id']} ({r['class']}): gold {r['gold']!r}, read {got!r}: {r['text']!r}")
+    return lines
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    kinds = Counter(r["kind"] for r in rows)
+    return (f"{len(rows)} labelled answers ({kinds['numeric']} numeric, {kinds['choice']} choice; "
+            f"{sum(r['gold'] is None for r in rows)} with no single answer)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from prefray.benchmarks.prisk.extraction import extract_choice, extract_number
+    parser = argparse.ArgumentParser(description="PRISK's answer extraction on its labelled set")
+    parser.add_argument("--rows", action="store_true", help="print every missed row")
+    args = parser.parse_args(argv)
+    rows = load_labels()
+    score = score_labels(rows, extract_number, extract_choice)
+    print("\n".join([summary(rows), *report("current", score, rows, extract_number, extract_choice, args.rows)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,6 +25,7 @@ from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
+from prefray.benchmarks.prisk.extraction import is_unparsed
 from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
 from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.benchmarks.prisk.metrics import (
@@ -87,11 +88,14 @@ def judge_units(ctx: StageContext) -> list[WorkUnit]:
 def _accuracy(recs: list[dict[str, Any]], suffix: str = "") -> list[dict[str, Any]]:
     rows = [r for r in recs if r["stage"] == "generate"]
     # the failure policy: an answered row is scored as given, a model failure (e.g. context overflow)
-    # scores 0, a row without an answer is excluded
+    # scores 0, a row without an answer is excluded; an answer the extractor cannot read (none, a
+    # range, two candidates) is wrong and stays in the denominator, and IRP_unparsed reports its share
     values = [100.0 * is_correct(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) if r["status"] == "ok"
               else 0.0 for r in rows if r["status"] == "ok" or is_model_failure(r)]
+    unparsed = [100.0 * is_unparsed(r["text"], tuple(r["meta"]["choices"])) for r in rows if r["status"] == "ok"]
     failed_reflections = sum(1 for r in recs if r["stage"] == "reflect" and r["status"] != "ok")
-    return [metric(f"IRP_accuracy{suffix}", values, len(rows) - len(values) + failed_reflections)]
+    return [metric(f"IRP_accuracy{suffix}", values, len(rows) - len(values) + failed_reflections),
+            metric(f"IRP_unparsed{suffix}", unparsed, len(rows) - len(unparsed) + failed_reflections)]
 
 
 def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
