@@ -298,3 +298,13 @@ def test_unparsed_answers_stay_in_the_accuracy_denominator_and_are_reported():
     assert got["IRP_accuracy"] == (pytest.approx(100 / 3), 3, 1)            # 1 right of 3 answers
     assert got["IRP_unparsed"] == (pytest.approx(100 / 3), 3, 1)            # 1 unparsed of 3 answers
     assert got["IRP_unparsed[source=gsm8k]"] == (pytest.approx(100 / 3), 3, 1)
+
+
+def test_an_echoed_option_list_is_no_answer():
+    listing = ("Demand over this range is best described as: A) perfectly inelastic B) unit elastic C) elastic "
+               "D) inelastic")
+    assert extract_choice(listing, ELASTICITY) is None                 # the question repeated: nothing chosen
+    assert extract_choice(listing + "\n\nThe answer is C.", ELASTICITY) == "C"
+    assert extract_choice("Nitrogen, about 78%, is the right one: C.", ("Oxygen", "Argon", "Nitrogen")) == "C"
+    # a word ending in "nt" is no negation ("want", "different"): only "n't" is
+    assert extract_choice("I want B, the mitochondrion, since the others are different.", ORGANELLES) == "B"

@@ -54,8 +54,8 @@ building"), a leading article dropped, the longest option first so "unit elastic
     one by "or"/"and"/"," is rejected too ("isn't C or D"); in "X …, but Y …" X is rejected;
   - an explicit statement ("answer is", "answer:", "correct answer/choice is", "best choice is",
     "I'd go with", "I choose", `\\boxed{b}`), followed by a letter in either case;
-  - strong when a conclusion leads it ("so", "therefore", "it's", "must be", "check", "yes",
-    a colon) or follows it ("is correct", "is the ...", "fits", "does.", "– yes", ✅);
+  - strong when a conclusion leads it ("so", "therefore", "it's", "must be", "check", "yes", a
+    colon when the mention ends its sentence: "is the right one: C.") or follows it ("is correct", "is the ...", "fits", "does.", "– yes", ✅);
   - else neutral.
   1. The whole answer is one letter (optional brackets or a full stop): that letter.
   Trailing personal asides are set aside as for numbers. Then:
@@ -347,7 +347,7 @@ _REJECT_BEFORE = (r"(?:\b(?:not|never|rule\s+out|ruled\s+out|rules\s+out|elimina
                   r"|unlike|instead\s+of|rather\s+than|tempting\s+to\s+say"
                   r"|(?:might|may|could)\s+think|first\s+thought\s+was"
                   r"|(?:people|many|most|some|a\s+lot\s+of)(?:\s+\w+)?\s+(?:often\s+)?(?:pick|choose|answer|say|go\s+for)"
-                  r"|at\s+first\s+glance)|\w+n'?t)(?:\s+[\w']+){0,2}\s*\(?$")
+                  r"|at\s+first\s+glance|cannot)|\w+n['’]t)(?:\s+[\w']+){0,2}\s*\(?$")
 _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
                  r"(?:is|are|seems|'s|would\s+be)?\s*(?:also\s+)?(?:wrong|incorrect|out|false|a\s+distractor"
                  r"|not\s+(?:right|correct|it|the\s+answer))\b"
@@ -355,8 +355,10 @@ _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
                  r"|(?:looks|seems|sounds)\s+(?:right|correct|good|plausible)\s*,?\s*but\b|is\s+tempting"
                  r"|[\w' ]{0,40}?\s[–—:-]\s*no\b"
                  r"|is\s+(?:the\s+|an?\s+)?[\w-]+(?:\s+[\w-]+)?\s*,\s*not\b)")
-_STRONG_BEFORE = (r"(?:\b(?:so|therefore|thus|hence|it'?s|it\s+is|must\s+be|go\s+with|choose|check|use|yes"
-                  r"|i'?d\s+say)|:)\s*(?:the\s+|an?\s+)?(?:option\s+|choice\s+)?\(?$")
+_STRONG_BEFORE = (r"\b(?:so|therefore|thus|hence|it'?s|it\s+is|must\s+be|go\s+with|choose|check|use|yes"
+                  r"|i'?d\s+say)\s*(?:the\s+|an?\s+)?(?:option\s+|choice\s+)?\(?$")
+# "…is the right one: C." — a letter after a colon that ends its sentence (not "described as: A) …, B) …")
+_COLON_BEFORE, _COLON_AFTER = r":\s*\(?$", r"\s*\)?\s*(?:[.!]|$|\n)"
 _STRONG_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:is\s+(?:correct|right|the\s+\w+)|fits|[\w' ]{0,40}?\s[–—:-]\s*yes\b"
                  r"|(?:does|do|is|are|works)\s*[.!]|✅)")
 _ARTICLE_NEXT = {"is", "isn't", "was", "seems", "looks", "can", "can't", "cannot", "would", "could", "might",
@@ -441,7 +443,8 @@ def _judge(text: str, mention: Mention) -> None:
     mention.rejected = bool(re.search(_REJECT_BEFORE, before, flags=re.IGNORECASE)
                             or re.match(_REJECT_AFTER, after, flags=re.IGNORECASE))
     mention.strong = bool(re.search(_STRONG_BEFORE, before, flags=re.IGNORECASE)
-                          or re.match(_STRONG_AFTER, after, flags=re.IGNORECASE))
+                          or re.match(_STRONG_AFTER, after, flags=re.IGNORECASE)
+                          or (re.search(_COLON_BEFORE, before) and re.match(_COLON_AFTER, after)))
 
 
 def _spread_rejection(text: str, mentions: list[Mention]) -> None:
