@@ -203,6 +203,9 @@ REJECTED_OPTION_CASES = [   # the text names an option, rejects it, and answers 
     ("You wouldn't pick a ribosome (A) here; mitochondria make ATP.", "B"),
     ("A) Ribosome – no\nB) Mitochondrion – yes\nC) Golgi apparatus – no\nD) Lysosome – no", "B"),
     ("❌ A\n✅ B\n❌ C\n❌ D", "B"),
+    # the foil of a comparison
+    ("The mitochondrion (B) makes far more ATP than the ribosome (A).", "B"),
+    ("Mitochondria (B) come first, followed by the Golgi apparatus (C) for packaging.", "B"),
 ]
 
 REJECTION_ONLY_CASES = ["Not A.", "Definitely not the ribosome.", "It isn't C or D, I'm sure of that much.",

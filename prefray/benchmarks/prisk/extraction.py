@@ -49,13 +49,15 @@ building"), a leading article dropped, the longest option first so "unit elastic
 "elastic"). Each mention is
   - rejected when a negation or a dismissal leads it ("not", any "n't", "rule out", "unlike",
     "instead of", "tempting to say", "might think", "first thought was", "many students answer",
-    "people pick", "at first glance", within two words) or follows it ("is wrong", "can't be",
+    "people pick", "at first glance", a comparison's foil "followed by", "compared with", "than",
+    within two words) or follows it ("is wrong", "can't be",
     "looks right, but", "– no", "is the antiderivative, not ..."); a mention joined to a rejected
     one by "or"/"and"/"," is rejected too ("isn't C or D"); in "X …, but Y …" X is rejected;
   - an explicit statement ("answer is", "answer:", "correct answer/choice is", "best choice is",
     "I'd go with", "I choose", `\\boxed{b}`), followed by a letter in either case;
   - strong when a conclusion leads it ("so", "therefore", "it's", "must be", "check", "yes", a
-    colon when the mention ends its sentence: "is the right one: C.") or follows it ("is correct", "is the ...", "fits", "does.", "– yes", ✅);
+    colon when the mention ends its sentence: "is the right one: C.") or follows it ("is correct",
+    "is the ...", "fits", "does.", "– yes", ✅);
   - else neutral.
   1. The whole answer is one letter (optional brackets or a full stop): that letter.
   Trailing personal asides are set aside as for numbers. Then:
@@ -347,7 +349,7 @@ _REJECT_BEFORE = (r"(?:\b(?:not|never|rule\s+out|ruled\s+out|rules\s+out|elimina
                   r"|unlike|instead\s+of|rather\s+than|tempting\s+to\s+say"
                   r"|(?:might|may|could)\s+think|first\s+thought\s+was"
                   r"|(?:people|many|most|some|a\s+lot\s+of)(?:\s+\w+)?\s+(?:often\s+)?(?:pick|choose|answer|say|go\s+for)"
-                  r"|at\s+first\s+glance|cannot)|\w+n['’]t)(?:\s+[\w']+){0,2}\s*\(?$")
+                  r"|at\s+first\s+glance|cannot|followed\s+by|compared\s+(?:with|to)|than)|\w+n['’]t)(?:\s+[\w']+){0,2}\s*\(?$")
 _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
                  r"(?:is|are|seems|'s|would\s+be)?\s*(?:also\s+)?(?:wrong|incorrect|out|false|a\s+distractor"
                  r"|not\s+(?:right|correct|it|the\s+answer))\b"
