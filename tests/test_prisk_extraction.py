@@ -203,6 +203,9 @@ REJECTED_OPTION_CASES = [   # the text names an option, rejects it, and answers 
     ("You wouldn't pick a ribosome (A) here; mitochondria make ATP.", "B"),
     ("A) Ribosome – no\nB) Mitochondrion – yes\nC) Golgi apparatus – no\nD) Lysosome – no", "B"),
     ("❌ A\n✅ B\n❌ C\n❌ D", "B"),
+    # a list rejected by the verb after it; an option a sentence opens by conceding
+    ("The answer lies with the mitochondrion — a ribosome, lysosome or Golgi apparatus wouldn't make ATP.", "B"),
+    ("While ribosomes (A) are essential, they don't make ATP. The mitochondrion is the site.", "B"),
     # the foil of a comparison
     ("The mitochondrion (B) makes far more ATP than the ribosome (A).", "B"),
     ("Mitochondria (B) come first, followed by the Golgi apparatus (C) for packaging.", "B"),
@@ -212,6 +215,7 @@ REJECTION_ONLY_CASES = ["Not A.", "Definitely not the ribosome.", "It isn't C or
                         "A is wrong. B is wrong too.", "Rule out (D)."]
 
 HEDGED_CHOICE_CASES = ["It's either B or C.", "I'd say A or maybe D.", "Answer: B/C",
+                       "Probably the mitochondrion (B), but possibly the Golgi apparatus (C).",
                        "Could be (C), though (B) is also arguable.",
                        "Probably the mitochondrion, but the Golgi apparatus could work too."]
 
@@ -246,6 +250,10 @@ OPTION_TEXT_CASES = [
     ("Mitochondria are the main site of ATP production.", ORGANELLES, "B"),
     ("A mitochondrion is often called the powerhouse. So B.", ORGANELLES, "B"),   # "A" the article
     ("B — the mitochondrion.\n\nFun fact: lysosomes (D) were discovered in 1955!", ORGANELLES, "B"),
+    # a concluding "is" before the option, then an explanation naming the others
+    ("The main site is the **mitochondrion (B)**. Ribosomes (A) build proteins and lysosomes (D) digest waste.",
+     ORGANELLES, "B"),
+    ("Because 2.5 > 1, demand is **elastic (C)**. Below 1 it would be inelastic (D).", ELASTICITY, "C"),
 ]
 
 
@@ -283,7 +291,12 @@ NUMBER_CLASS_CASES = [
     ("So the gas costs $49. At that rate, a 600-mile trip would cost $70.", "49"),
     ("You'll spend $49 on gas. Note: prices vary, so keep $10 spare for the trip.", "49"),
     ("So the change is $28.75.\n\nHope the 3 notebooks last you through the semester!", "28.75"),
+    # a partial total, a personal aside with a range, a condition on the user after the result
+    ("Weekly total: 22.5 km. Over 4 weeks: 22.5 × 4 = **90 km**.", "90"),
+    ("14 × $3.50 = $49.\n\nSince you're on a budget, stations 10–20 cents cheaper per gallon help.", "49"),
+    ("You'll need 4 pans. If you only have 2 pans, you'll need to bake in 2 batches.", "4"),
     # a result stated last stays the answer
+    ("24 × 2 = 48 cupcakes. If you count the teacher, you need 4 pans.", "4"),
     ("He bought 20 and used 8. He has 12 left.", "12"),
     ("24 × 2 = 48 cupcakes. You need 4 pans.", "4"),
 ]

@@ -152,7 +152,9 @@ def _clean(text: str) -> str:
 
 # ---------------------------------------------------------------- numbers
 
-_ANSWER_PHRASE = (r"(?:final\s+answer|the\s+answer\s+is|answer\s*(?:is|:|=)|\btotal\s*(?:is|:|=)"
+# "Total:" and "The total is" state the answer; "Weekly total:" or "Subtotal:" state a part of it
+_ANSWER_PHRASE = (r"(?:final\s+answer|the\s+answer\s+is|answer\s*(?:is|:|=)"
+                  r"|(?:(?<![\w\s])\s*|^\s*|\b(?:the|grand|final|overall)\s+)\btotal\s*(?:is|:|=)"
                   r"|result\s*(?:is|:|=)|in\s+total)")
 _UNIT = r"(?:\s*[a-z]{1,12}){0,2}"
 _RESULT_SIGN = r"(?:=+|→|->|=>|⇒|≈|~=)"
@@ -243,7 +245,7 @@ def _answer_clause(segment: str) -> str:
 # 5K on Saturday!", "As a mom of 2, you'll love these.") is a personal aside, not the answer.
 _ASIDE_CUE = (r"\b(?:your|yours|I\s+hope|hope|good\s+luck|best\s+of\s+luck|wish(?:ing)?\s+you"
               r"|enjoy|congratulations|congrats|take\s+care|as\s+an?\b|feel\s+free|don'?t\s+hesitate|p\.?s\.?\b"
-              r"|note\s*:|tip\s*:|fun\s+fact|by\s+the\s+way)")
+              r"|note\s*:|tip\s*:|fun\s+fact|by\s+the\s+way|you'?re|you\s+(?:could|might|may)|remember\b)")
 _COMPUTES = r"[=×*+÷→]|\s[-/]\s|\d\s*[x×]\s*\d"
 
 
@@ -283,6 +285,10 @@ def _states_result(clause: str) -> bool:
 def _afterthought(clause: str, before: str) -> bool:
     if re.search(_CONCLUSION, clause, flags=re.IGNORECASE):
         return False
+    # "You'll need 4 pans. If you only have 2 pans, …": a condition on the user after a result stated in
+    # words (not after a bare computation: "24 × 2 = 48. If you count the teacher, you need 4 pans.")
+    if re.match(r"\W*if\s+you\b", clause, flags=re.IGNORECASE) and not re.search(_RESULT_SIGN, before):
+        return bool(re.search(rf"{_RESULT_VERB}{_FILLER}\s*{_NUM}", before, flags=re.IGNORECASE))
     return bool(re.search(_SIDE_NOTE, clause, flags=re.IGNORECASE)
                 or (re.search(_REMAINDER, clause, flags=re.IGNORECASE) and _states_result(before)))
 
@@ -353,11 +359,11 @@ _REJECT_BEFORE = (r"(?:\b(?:not|never|rule\s+out|ruled\s+out|rules\s+out|elimina
 _REJECT_AFTER = (r"\s*\)?\s*(?:\([^()]*\)\s*)?(?:"
                  r"(?:is|are|seems|'s|would\s+be)?\s*(?:also\s+)?(?:wrong|incorrect|out|false|a\s+distractor"
                  r"|not\s+(?:right|correct|it|the\s+answer))\b"
-                 r"|(?:can'?t|cannot|couldn'?t|won'?t)\s+be\b"
+                 r"|(?:can'?t|cannot|couldn'?t|won'?t)\s+be\b|\w+n['’]t\b"
                  r"|(?:looks|seems|sounds)\s+(?:right|correct|good|plausible)\s*,?\s*but\b|is\s+tempting"
                  r"|[\w' ]{0,40}?\s[–—:-]\s*no\b"
                  r"|is\s+(?:the\s+|an?\s+)?[\w-]+(?:\s+[\w-]+)?\s*,\s*not\b)")
-_STRONG_BEFORE = (r"\b(?:so|therefore|thus|hence|it'?s|it\s+is|must\s+be|go\s+with|choose|check|use|yes"
+_STRONG_BEFORE = (r"\b(?:so|therefore|thus|hence|it'?s|it\s+is|is|are|must\s+be|go\s+with|choose|check|use|yes"
                   r"|i'?d\s+say)\s*(?:the\s+|an?\s+)?(?:option\s+|choice\s+)?\(?$")
 # "…is the right one: C." — a letter after a colon that ends its sentence (not "described as: A) …, B) …")
 _COLON_BEFORE, _COLON_AFTER = r":\s*\(?$", r"\s*\)?\s*(?:[.!]|$|\n)"
@@ -367,8 +373,10 @@ _ARTICLE_NEXT = {"is", "isn't", "was", "seems", "looks", "can", "can't", "cannot
                  "must", "fits", "and", "or", "because", "makes", "gives", "doesn't", "does", "too", "either",
                  "also", "only", "ignores", "forgets", "fails"}
 _HEDGE_BETWEEN = r"\s*[)\]]?\s*(?:,?\s*or(?:\s+(?:maybe|possibly|perhaps))?|/)\s*(?:option\s+|the\s+)?\(?\s*$"
-_HEDGE_WORDS = (r"\b(?:also|too|as\s+well|arguabl\w*|alternatively|could\s+(?:also\s+)?(?:work|be)"
-                r"|might\s+(?:also\s+)?(?:work|be))\b")
+_HEDGE_WORDS = (r"\b(?:also|too|as\s+well|arguabl\w*|alternatively|possibly|maybe|perhaps"
+                r"|could\s+(?:also\s+)?(?:work|be)|might\s+(?:also\s+)?(?:work|be))\b")
+# "While the Declaration of Independence is famous, …": the option a sentence opens by conceding
+_CONCEDED = r"\W*(?:while|although|though|even\s+though|despite)(?:\s+[\w']+){0,2}\s*\(?$"
 
 
 @dataclass
@@ -443,20 +451,29 @@ def _judge(text: str, mention: Mention) -> None:
     sentence_start, _ = _sentence_span(text, mention.start)
     before, after = text[sentence_start:mention.start], text[mention.end:]
     mention.rejected = bool(re.search(_REJECT_BEFORE, before, flags=re.IGNORECASE)
+                            or re.match(_CONCEDED, before, flags=re.IGNORECASE)
                             or re.match(_REJECT_AFTER, after, flags=re.IGNORECASE))
     mention.strong = bool(re.search(_STRONG_BEFORE, before, flags=re.IGNORECASE)
                           or re.match(_STRONG_AFTER, after, flags=re.IGNORECASE)
                           or (re.search(_COLON_BEFORE, before) and re.match(_COLON_AFTER, after)))
 
 
+_JOINED = r"\s*\)?\s*(?:,|,?\s*(?:or|and|nor))\s*(?:the\s+|an?\s+|option\s+)?\(?\s*"
+
+
+def _spread_over_lists(text: str, mentions: list[Mention]) -> None:
+    """"isn't C or D", "a mailbox, sink or bathtub wouldn't": a mention joined by "or", "and" or a comma
+    to a rejected one is rejected, forward and backward."""
+    changed = True
+    while changed:
+        changed = False
+        for a, b in zip(mentions, mentions[1:]):
+            if a.rejected != b.rejected and re.fullmatch(_JOINED, text[a.end:b.start], flags=re.IGNORECASE):
+                a.rejected = b.rejected = changed = True
+
+
 def _spread_rejection(text: str, mentions: list[Mention]) -> None:
-    """"isn't C or D", "rule out C and D": a mention joined to a rejected one is rejected; in
-    "X …, but Y …" (one sentence) X is rejected."""
-    for prev, cur in zip(mentions, mentions[1:]):
-        joiner = text[prev.end:cur.start]
-        if prev.rejected and re.fullmatch(r"\s*\)?\s*(?:,|,?\s*(?:or|and|nor))\s*(?:the\s+|an?\s+|option\s+)?\(?\s*",
-                                          joiner, flags=re.IGNORECASE):
-            cur.rejected = True
+    """In "X …, but Y …" (one sentence) X is rejected."""
     for i, m in enumerate(mentions):
         _, end = _sentence_span(text, m.start)
         later = [o for o in mentions[i + 1:] if o.start < end and o.letter != m.letter and not o.rejected]
@@ -490,6 +507,7 @@ def _decide(text: str, choices: tuple[str, ...], letters: str) -> str | None:
     mentions = sorted(statements + mentions, key=lambda m: m.start)
     for m in mentions:
         _judge(text, m)
+    _spread_over_lists(text, mentions)
     rejected = {m.letter for m in mentions if m.rejected}
     kept = [m for m in mentions if not m.rejected]
     if _hedged_choice(text, kept):
