@@ -293,6 +293,7 @@ NUMBER_CLASS_CASES = [
     ("So the change is $28.75.\n\nHope the 3 notebooks last you through the semester!", "28.75"),
     # a partial total, a personal aside with a range, a condition on the user after the result
     ("Weekly total: 22.5 km. Over 4 weeks: 22.5 × 4 = **90 km**.", "90"),
+    ("Spent: $21.25\nTotal: $28.75 back", "28.75"), ("The total is 90 km, or 22.5 km a week.", "90"),
     ("14 × $3.50 = $49.\n\nSince you're on a budget, stations 10–20 cents cheaper per gallon help.", "49"),
     ("You'll need 4 pans. If you only have 2 pans, you'll need to bake in 2 batches.", "4"),
     # a result stated last stays the answer

@@ -24,7 +24,8 @@ Numbers (`extract_number`):
      "result:", "in total"; "90 km in total" reads the number just before "in total"): its clause,
      the text after it up to the end of its line, cut before a reason or a new sentence ("since",
      "because", ";", " — ", ". "). A hedge in the clause (a range,
-     "N or M", "(or M if ...)", "could be M") makes the answer unparsed. Else, without bracketed
+     "N or M" unless M is a rate ("90 km, or 22.5 km a week"), "(or M if ...)", "could be M")
+     makes the answer unparsed. Else, without bracketed
      remarks holding a word or an equation ("(not 22.5)"):
      a. a result sign (`=`, `→`, `->`, `=>`, `⇒`, `≈`): the first number after the last one;
      b. a result verb directly followed by a number ("has saved $45", "needs about 6"): the number
@@ -154,7 +155,7 @@ def _clean(text: str) -> str:
 
 # "Total:" and "The total is" state the answer; "Weekly total:" or "Subtotal:" state a part of it
 _ANSWER_PHRASE = (r"(?:final\s+answer|the\s+answer\s+is|answer\s*(?:is|:|=)"
-                  r"|(?:(?<![\w\s])\s*|^\s*|\b(?:the|grand|final|overall)\s+)\btotal\s*(?:is|:|=)"
+                  r"|(?:(?<![A-Za-z] )(?<![A-Za-z])|\b(?:the|grand|final|overall)\s+)total\s*(?:is|:|=)"
                   r"|result\s*(?:is|:|=)|in\s+total)")
 _UNIT = r"(?:\s*[a-z]{1,12}){0,2}"
 _RESULT_SIGN = r"(?:=+|→|->|=>|⇒|≈|~=)"
@@ -176,7 +177,7 @@ _N = r"-?[$€£]?\s?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _HEDGE = (rf"\bbetween\s+{_N}{_UNIT}\s+and\s+{_N}"
           rf"|(?<!from\s)(?<![\d.,]){_N}{_UNIT}\s*(?:–|—|\bto\b)\s*{_N}"
           rf"|(?<![\d.,-])\d+(?:\.\d+)?-\d+(?:\.\d+)?(?![\d/-])"
-          rf"|{_N}{_UNIT},?\s+or\s+(?:maybe\s+|possibly\s+|perhaps\s+)?{_N}"
+          rf"|{_N}{_UNIT},?\s+or\s+(?:maybe\s+|possibly\s+|perhaps\s+)?(?>{_N})(?!{_RATE_AFTER})"
           rf"|\(\s*or\s+{_N}|\b(?:could|might|may)\s+(?:also\s+)?be\s+{_N}|\beither\s+{_N}")
 
 
@@ -499,26 +500,31 @@ def _verdict_marks(text: str, letters: str) -> str:
     return re.sub(rf"[✅✔✓]\s*\(?([{letters}])\)?", r"\1 – yes", text)
 
 
-def _decide(text: str, choices: tuple[str, ...], letters: str) -> str | None:
+def _judged_mentions(text: str, choices: tuple[str, ...], letters: str) -> list[Mention]:
+    """Every mention of an option, in order, each marked statement / strong / rejected."""
     statements = _statement_mentions(text, letters)
     spans = {(m.start, m.end) for m in statements}
-    mentions = [m for m in _letter_mentions(text, letters) + _text_mentions(text, choices, letters)
-                if not any(s <= m.start < e for s, e in spans)]
-    mentions = sorted(statements + mentions, key=lambda m: m.start)
+    others = [m for m in _letter_mentions(text, letters) + _text_mentions(text, choices, letters)
+              if not any(s <= m.start < e for s, e in spans)]
+    mentions = sorted(statements + others, key=lambda m: m.start)
     for m in mentions:
         _judge(text, m)
     _spread_over_lists(text, mentions)
-    rejected = {m.letter for m in mentions if m.rejected}
-    kept = [m for m in mentions if not m.rejected]
-    if _hedged_choice(text, kept):
+    return mentions
+
+
+def _decide(text: str, choices: tuple[str, ...], letters: str) -> str | None:
+    """Rules 2-5 of the module docstring."""
+    mentions = _judged_mentions(text, choices, letters)
+    if _hedged_choice(text, [m for m in mentions if not m.rejected]):
         return None
     _spread_rejection(text, mentions)
-    rejected |= {m.letter for m in mentions if m.rejected}
-    for tier in ([m for m in kept if m.statement], [m for m in kept if m.strong]):
-        tier = [m for m in tier if not m.rejected and m.letter not in rejected]
+    rejected = {m.letter for m in mentions if m.rejected}
+    candidates = [m for m in mentions if m.letter not in rejected]
+    for tier in ([m for m in candidates if m.statement], [m for m in candidates if m.strong]):
         if tier:
             return tier[-1].letter
-    neutral = {m.letter for m in kept if not m.rejected} - rejected
+    neutral = {m.letter for m in candidates}
     return neutral.pop() if len(neutral) == 1 else None
 
 
