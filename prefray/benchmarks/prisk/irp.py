@@ -29,6 +29,7 @@ from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
+from prefray.benchmarks.prisk.extraction import is_unparsed
 from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
 from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.benchmarks.prisk.metrics import (
@@ -97,13 +98,18 @@ def is_empty(text: str | None) -> bool:
 
 def _accuracy(recs: list[dict[str, Any]], suffix: str = "") -> list[dict[str, Any]]:
     # the failure policy: an answered row is scored as given (an empty answer matches nothing), a
-    # model failure (e.g. context overflow) scores 0, a row without an answer is excluded
+    # model failure (e.g. context overflow) scores 0, a row without an answer is excluded; an answer
+    # the extractor cannot read (none, a range, two candidates) is wrong and stays in the denominator,
+    # and IRP_unparsed reports its share
     rows = [r for r in recs if r["stage"] == "generate" and (r["status"] == "ok" or is_model_failure(r))]
     values = [100.0 * is_correct(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) if r["status"] == "ok"
               else 0.0 for r in rows]
+    answered = [r for r in rows if r["status"] == "ok"]
+    unparsed = [100.0 * is_unparsed(r["text"], tuple(r["meta"]["choices"])) for r in answered]
     owed = sum(1 for r in recs if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok"))
     # clusters: `persona|item`, a base answer `|item`, so its paired differences pair on the query
-    return [metric(f"IRP_accuracy{suffix}", values, owed - len(values), [cluster_of(r) for r in rows])]
+    return [metric(f"IRP_accuracy{suffix}", values, owed - len(values), [cluster_of(r) for r in rows]),
+            metric(f"IRP_unparsed{suffix}", unparsed, owed - len(unparsed))]
 
 
 def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
