@@ -196,7 +196,7 @@ def fit_crossed(y: np.ndarray, x: np.ndarray, zs: list) -> dict[str, Any]:
         out = reml.solve(np.zeros(0))
         return {**out, "variances": [], "df": np.full(reml.p, float(reml.n - reml.p))}
     result = minimize(lambda v: reml.solve(np.sqrt(v))["deviance"], np.ones(len(zs)), method="SLSQP",
-                      bounds=[(0.0, RELATIVE_VARIANCE_MAX)] * len(zs), options={"ftol": 1e-12, "maxiter": 500})
+                      bounds=[(0.0, RELATIVE_VARIANCE_MAX)] * len(zs), options={"ftol": 1e-10, "maxiter": 500})
     theta = np.sqrt(result.x)
     out = reml.solve(theta)
     sigma = math.sqrt(out["sigma2"])
