@@ -50,8 +50,7 @@ import pandas as pd
 
 CELLS = {"base": (0, 0), "profile": (1, 0), "retrieval": (0, 1), "profile_retrieval": (1, 1)}
 TERMS = {"profile": "profile", "memory": "memory", "interaction": "profile:memory"}
-DENSE_LIMIT = 150   # random-effect columns up to which A is factored densely: faster than a sparse LU
-# below it; above it a multi-threaded dense Cholesky slowed the fit up to 30× on a busy machine
+DENSE_BLOCK = 20_000   # A_sb's entries up to which it is kept dense (beyond, sparse products are faster)
 RELATIVE_VARIANCE_MAX = 1e6   # θ_k² ≤ this: a component's sd at most 1,000 residual sds
 
 
@@ -99,7 +98,7 @@ def components(data: pd.DataFrame) -> dict[str, list[str]]:
 class _Reml:
     """The REML criterion of y = Xβ + Σ_k Z_k b_k + ε, b_k ~ N(0, θ_k² σ² I), ε ~ N(0, σ² I), as a
     function of the relative standard deviations θ, with β and σ² profiled out (the penalized
-    least-squares form of Bates et al., lme4, solved with a sparse LU of A = ΛZᵀZΛ + I):
+    least-squares form of Bates et al., lme4, with A = ΛZᵀZΛ + I factored by blocks, `_factor`):
 
         V* = I + ZΛ²Zᵀ, log|V*| = log|A|, V*⁻¹ = I − ZΛ A⁻¹ ΛZᵀ (Woodbury)
         M = Xᵀ V*⁻¹ X,  β = M⁻¹ Xᵀ V*⁻¹ y,  r² = (y − Xβ)ᵀ V*⁻¹ (y − Xβ)
@@ -113,22 +112,48 @@ class _Reml:
         self.y, self.x, self.n, self.p = y, x, len(y), x.shape[1]
         self.z = sparse.hstack(zs, format="csc") if zs else sparse.csc_matrix((len(y), 0))
         self.sizes = [z.shape[1] for z in zs]
-        self.ztz, self.ztx, self.zty = (self.z.T @ self.z).tocsc(), self.z.T @ x, self.z.T @ y
-        self.dense = self.z.shape[1] <= DENSE_LIMIT
-        if self.dense:
-            self.ztz, self.eye, self.zt = self.ztz.toarray(), np.eye(self.z.shape[1]), self.z.T.toarray()
+        self.ztx, self.zty, self.zt = self.z.T @ x, self.z.T @ y, self.z.T.tocsr()
+        # A's blocks: the component with the most levels (b) apart from the others (s); an answer is
+        # in one level of a component, so ZᵀZ's b block is diagonal
+        first = int(np.argmax(self.sizes)) if zs else 0
+        offset = int(np.sum(self.sizes[:first]))
+        self.b = np.arange(offset, offset + (self.sizes[first] if zs else 0))
+        self.s = np.setdiff1d(np.arange(self.z.shape[1]), self.b)
+        ztz = (self.z.T @ self.z).tocsr()
+        self.ztz_ss, self.ztz_bb = ztz[self.s][:, self.s].toarray(), ztz[self.b][:, self.b].diagonal()
+        ztz_sb = ztz[self.s][:, self.b]
+        self.ztz_sb = ztz_sb.toarray() if len(self.s) * len(self.b) <= DENSE_BLOCK else ztz_sb.tocoo()
 
     def _factor(self, lam: np.ndarray):
-        """(log|A|, solve) for A = ΛZᵀZΛ + I: a dense Cholesky when small, else a sparse LU."""
+        """(log|A|, solve) for A = ΛZᵀZΛ + I by block elimination: A_bb = D is diagonal, so
+        |A| = |D|·|S| with the Schur complement S = A_ss − A_sb D⁻¹ A_bs (dense, as small as the
+        components other than the largest), and A x = r is solved through S's Cholesky factor."""
         from scipy import sparse
         from scipy.linalg import cho_factor, cho_solve
-        from scipy.sparse.linalg import splu
 
-        if self.dense:
-            factor = cho_factor(lam[:, None] * self.ztz * lam[None, :] + self.eye, check_finite=False)
-            return 2.0 * float(np.sum(np.log(np.diag(factor[0])))), lambda b: cho_solve(factor, b, check_finite=False)
-        lu = splu((sparse.diags(lam) @ self.ztz @ sparse.diags(lam) + sparse.identity(len(lam))).tocsc())
-        return float(np.sum(np.log(np.abs(lu.U.diagonal())))), lu.solve
+        lam_s, lam_b = lam[self.s], lam[self.b]
+        d = lam_b * lam_b * self.ztz_bb + 1.0
+        if isinstance(self.ztz_sb, np.ndarray):
+            c = lam_s[:, None] * self.ztz_sb * lam_b[None, :]
+            cdc = (c / d[None, :]) @ c.T
+        else:       # C = Λ_s (ZᵀZ)_sb Λ_b on ZᵀZ's own sparsity pattern
+            rows, cols = self.ztz_sb.row, self.ztz_sb.col
+            values = self.ztz_sb.data * lam_s[rows] * lam_b[cols]
+            c = sparse.csr_matrix((values, (rows, cols)), shape=self.ztz_sb.shape)
+            cdc = (sparse.csr_matrix((values / d[cols], (rows, cols)), shape=self.ztz_sb.shape) @ c.T).toarray()
+        schur = lam_s[:, None] * self.ztz_ss * lam_s[None, :] + np.eye(len(lam_s)) - cdc
+        factor = cho_factor(schur, check_finite=False) if len(lam_s) else None
+        logdet = float(np.sum(np.log(d))) + (2.0 * float(np.sum(np.log(np.diag(factor[0])))) if factor else 0.0)
+
+        def solve(r: np.ndarray) -> np.ndarray:
+            scale = d if r.ndim == 1 else d[:, None]
+            out = np.empty_like(r, dtype=float)
+            x_s = cho_solve(factor, r[self.s] - c @ (r[self.b] / scale), check_finite=False) if factor else r[self.s]
+            out[self.s] = x_s
+            out[self.b] = (r[self.b] - c.T @ x_s) / scale
+            return out
+
+        return logdet, solve
 
     def _gls(self, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
         """(log|A|, M, β, r²) at the relative standard deviations θ."""
@@ -140,7 +165,7 @@ class _Reml:
         rhs = self.x.T @ self.y - lzx.T @ ainv_zy
         beta = np.linalg.solve(m, rhs)
         e = self.y - self.x @ beta
-        lze = lam * ((self.zt if self.dense else self.z.T) @ e)
+        lze = lam * (self.zt @ e)
         return logdet_a, m, beta, float(e @ e - lze @ solve(lze))
 
     def solve(self, theta: np.ndarray) -> dict[str, Any]:
