@@ -19,15 +19,26 @@ kept, and query and persona intercepts are added because base answers and person
 across pairs. Each component needs two levels or more (and the pair component a pair with two
 observations), else it is left out.
 
-Each coefficient is written as four metric rows under condition `factorial`: `<name>_beta[<term>]`,
-`<name>_ci_low[<term>]`, `<name>_ci_high[<term>]` (95% Wald interval) and `<name>_p[<term>]`, with
-n = observations = answers fitted. The fit needs all four cells and two queries; otherwise nothing
-is written.
+Each coefficient is written as five metric rows under condition `factorial`: `<name>_beta[<term>]`,
+`<name>_ci_low[<term>]`, `<name>_ci_high[<term>]` (95% interval), `<name>_p[<term>]` and
+`<name>_df[<term>]`, with n = observations = answers fitted. The fit needs all four cells and two
+queries; otherwise nothing is written.
 
-The fit is `fit_crossed` below: REML by the penalized least-squares form with sparse matrices, so a
-few thousand answers with a few hundred queries, personas and pairs fit in about a second.
-statsmodels' MixedLM fits the same model (one group, the intercepts as variance components) but
-with dense matrices: minutes at that size. tests/test_prisk_factorial.py checks that both agree.
+Small-sample reference. p and the interval come from t = β/se against a t distribution with
+Satterthwaite's degrees of freedom (`satterthwaite`, as lmerTest computes them), not the normal.
+The memory and interaction contrasts carry the persona intercept (a base answer has none), whose
+variance is estimated from as many levels as there are personas: with 4 or 5 personas the normal
+reference rejected too often on null data (bench/factorial_size.py measures it).
+
+The fit is `fit_crossed` below: REML by the penalized least-squares form with sparse matrices and
+a block factorization, so 6,050 answers of 40 personas × 50 queries fit, with their df, in about a
+second (`python bench/factorial_size.py --time`).
+The criterion is minimised over the relative variances θ_k² (SLSQP, bounded below by 0): in the
+standard deviations θ_k its slope at θ_k = 0 is 0, so the gradient method used before stopped at a
+component it had driven to 0, short of the optimum, and some of its steps went so far out that the
+factorization failed. statsmodels' MixedLM fits the same model (one group, the intercepts as
+variance components) but with dense matrices: minutes at that size. tests/test_prisk_factorial.py
+checks that both agree.
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ import pandas as pd
 
 CELLS = {"base": (0, 0), "profile": (1, 0), "retrieval": (0, 1), "profile_retrieval": (1, 1)}
 TERMS = {"profile": "profile", "memory": "memory", "interaction": "profile:memory"}
-DENSE_LIMIT = 800   # random-effect columns up to which A is factored densely (faster than a sparse LU)
+DENSE_BLOCK = 20_000   # A_sb's entries up to which it is kept dense (beyond, sparse products are faster)
+RELATIVE_VARIANCE_MAX = 1e6   # θ_k² ≤ this: a component's sd at most 1,000 residual sds
 
 
 class Observation(NamedTuple):
@@ -87,7 +99,7 @@ def components(data: pd.DataFrame) -> dict[str, list[str]]:
 class _Reml:
     """The REML criterion of y = Xβ + Σ_k Z_k b_k + ε, b_k ~ N(0, θ_k² σ² I), ε ~ N(0, σ² I), as a
     function of the relative standard deviations θ, with β and σ² profiled out (the penalized
-    least-squares form of Bates et al., lme4, solved with a sparse LU of A = ΛZᵀZΛ + I):
+    least-squares form of Bates et al., lme4, with A = ΛZᵀZΛ + I factored by blocks, `_factor`):
 
         V* = I + ZΛ²Zᵀ, log|V*| = log|A|, V*⁻¹ = I − ZΛ A⁻¹ ΛZᵀ (Woodbury)
         M = Xᵀ V*⁻¹ X,  β = M⁻¹ Xᵀ V*⁻¹ y,  r² = (y − Xβ)ᵀ V*⁻¹ (y − Xβ)
@@ -101,24 +113,51 @@ class _Reml:
         self.y, self.x, self.n, self.p = y, x, len(y), x.shape[1]
         self.z = sparse.hstack(zs, format="csc") if zs else sparse.csc_matrix((len(y), 0))
         self.sizes = [z.shape[1] for z in zs]
-        self.ztz, self.ztx, self.zty = (self.z.T @ self.z).tocsc(), self.z.T @ x, self.z.T @ y
-        self.dense = self.z.shape[1] <= DENSE_LIMIT
-        if self.dense:
-            self.ztz, self.eye, self.zt = self.ztz.toarray(), np.eye(self.z.shape[1]), self.z.T.toarray()
+        self.ztx, self.zty, self.zt = self.z.T @ x, self.z.T @ y, self.z.T.tocsr()
+        # A's blocks: the component with the most levels (b) apart from the others (s); an answer is
+        # in one level of a component, so ZᵀZ's b block is diagonal
+        first = int(np.argmax(self.sizes)) if zs else 0
+        offset = int(np.sum(self.sizes[:first]))
+        self.b = np.arange(offset, offset + (self.sizes[first] if zs else 0))
+        self.s = np.setdiff1d(np.arange(self.z.shape[1]), self.b)
+        ztz = (self.z.T @ self.z).tocsr()
+        self.ztz_ss, self.ztz_bb = ztz[self.s][:, self.s].toarray(), ztz[self.b][:, self.b].diagonal()
+        ztz_sb = ztz[self.s][:, self.b]
+        self.ztz_sb = ztz_sb.toarray() if len(self.s) * len(self.b) <= DENSE_BLOCK else ztz_sb.tocoo()
 
     def _factor(self, lam: np.ndarray):
-        """(log|A|, solve) for A = ΛZᵀZΛ + I: a dense Cholesky when small, else a sparse LU."""
+        """(log|A|, solve) for A = ΛZᵀZΛ + I by block elimination: A_bb = D is diagonal, so
+        |A| = |D|·|S| with the Schur complement S = A_ss − A_sb D⁻¹ A_bs (dense, as small as the
+        components other than the largest), and A x = r is solved through S's Cholesky factor."""
         from scipy import sparse
         from scipy.linalg import cho_factor, cho_solve
-        from scipy.sparse.linalg import splu
 
-        if self.dense:
-            factor = cho_factor(lam[:, None] * self.ztz * lam[None, :] + self.eye, check_finite=False)
-            return 2.0 * float(np.sum(np.log(np.diag(factor[0])))), lambda b: cho_solve(factor, b, check_finite=False)
-        lu = splu((sparse.diags(lam) @ self.ztz @ sparse.diags(lam) + sparse.identity(len(lam))).tocsc())
-        return float(np.sum(np.log(np.abs(lu.U.diagonal())))), lu.solve
+        lam_s, lam_b = lam[self.s], lam[self.b]
+        d = lam_b * lam_b * self.ztz_bb + 1.0
+        if isinstance(self.ztz_sb, np.ndarray):
+            c = lam_s[:, None] * self.ztz_sb * lam_b[None, :]
+            cdc = (c / d[None, :]) @ c.T
+        else:       # C = Λ_s (ZᵀZ)_sb Λ_b on ZᵀZ's own sparsity pattern
+            rows, cols = self.ztz_sb.row, self.ztz_sb.col
+            values = self.ztz_sb.data * lam_s[rows] * lam_b[cols]
+            c = sparse.csr_matrix((values, (rows, cols)), shape=self.ztz_sb.shape)
+            cdc = (sparse.csr_matrix((values / d[cols], (rows, cols)), shape=self.ztz_sb.shape) @ c.T).toarray()
+        schur = lam_s[:, None] * self.ztz_ss * lam_s[None, :] + np.eye(len(lam_s)) - cdc
+        factor = cho_factor(schur, check_finite=False) if len(lam_s) else None
+        logdet = float(np.sum(np.log(d))) + (2.0 * float(np.sum(np.log(np.diag(factor[0])))) if factor else 0.0)
 
-    def solve(self, theta: np.ndarray) -> dict[str, Any]:
+        def solve(r: np.ndarray) -> np.ndarray:
+            scale = d if r.ndim == 1 else d[:, None]
+            out = np.empty_like(r, dtype=float)
+            x_s = cho_solve(factor, r[self.s] - c @ (r[self.b] / scale), check_finite=False) if factor else r[self.s]
+            out[self.s] = x_s
+            out[self.b] = (r[self.b] - c.T @ x_s) / scale
+            return out
+
+        return logdet, solve
+
+    def _gls(self, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
+        """(log|A|, M, β, r²) at the relative standard deviations θ."""
         lam = np.repeat(theta, self.sizes)
         logdet_a, solve = self._factor(lam)
         lzx, lzy = lam[:, None] * self.ztx, lam * self.zty
@@ -127,47 +166,95 @@ class _Reml:
         rhs = self.x.T @ self.y - lzx.T @ ainv_zy
         beta = np.linalg.solve(m, rhs)
         e = self.y - self.x @ beta
-        lze = lam * ((self.zt if self.dense else self.z.T) @ e)
-        r2 = float(e @ e - lze @ solve(lze))
+        lze = lam * (self.zt @ e)
+        return logdet_a, m, beta, float(e @ e - lze @ solve(lze))
+
+    def solve(self, theta: np.ndarray) -> dict[str, Any]:
+        logdet_a, m, beta, r2 = self._gls(theta)
         dof = self.n - self.p
         deviance = logdet_a + float(np.linalg.slogdet(m)[1]) + dof * (1 + math.log(2 * math.pi * r2 / dof))
         sigma2 = r2 / dof
         return {"deviance": deviance, "beta": beta, "cov": sigma2 * np.linalg.inv(m), "sigma2": sigma2}
 
+    def deviance_at(self, sds: np.ndarray) -> float:
+        """The REML deviance (−2 log restricted likelihood) at the standard deviations
+        sds = (τ_1, …, τ_k, σ), σ not profiled out:
+            (n − p)·log(2πσ²) + log|A| + log|M| + r²/σ²,  θ = τ/σ
+        (at σ² = r²/(n − p) it equals `solve`'s profiled deviance). Even in every τ_k, so a
+        component estimated at 0 has a symmetric neighbourhood for the numerical derivatives."""
+        sigma2 = float(sds[-1]) ** 2
+        logdet_a, m, _, r2 = self._gls(np.asarray(sds[:-1]) / sds[-1])
+        return ((self.n - self.p) * math.log(2 * math.pi * sigma2) + logdet_a + float(np.linalg.slogdet(m)[1])
+                + r2 / sigma2)
+
+    def variances_at(self, sds: np.ndarray) -> np.ndarray:
+        """The diagonal of Cov(β) = σ² M⁻¹ at the standard deviations sds = (τ_1, …, τ_k, σ)."""
+        _, m, _, _ = self._gls(np.asarray(sds[:-1]) / sds[-1])
+        return float(sds[-1]) ** 2 * np.diag(np.linalg.inv(m))
+
+
+def satterthwaite(reml: _Reml, sds: np.ndarray) -> np.ndarray:
+    """Satterthwaite's degrees of freedom of each coefficient's t statistic (as lmerTest computes
+    them): for v_j = Var(β̂_j) as a function of the standard deviations φ = (τ_1, …, τ_k, σ),
+
+        df_j = 2 v_j² / (g_jᵀ W g_j),  g_j = ∂v_j/∂φ,  W = Cov(φ̂) = 2 H⁻¹,
+
+    with H the Hessian of the REML deviance (−2 log L_R) at φ̂; both derivatives are statsmodels'
+    central differences. A component at 0 has g = 0 in its place (v depends on τ² only)."""
+    from statsmodels.tools.numdiff import approx_fprime, approx_hess3
+
+    hessian = approx_hess3(sds, reml.deviance_at)
+    cov_sds = 2.0 * np.linalg.pinv(hessian)
+    variances = reml.variances_at(sds)
+    grads = np.reshape(approx_fprime(sds, reml.variances_at, centered=True), (len(variances), len(sds)))
+    spread = np.einsum("ij,jk,ik->i", grads, cov_sds, grads)
+    dof = float(reml.n - reml.p)
+    return np.array([2.0 * v * v / s if s > 0 and math.isfinite(s) else dof for v, s in zip(variances, spread)])
+
 
 def fit_crossed(y: np.ndarray, x: np.ndarray, zs: list) -> dict[str, Any]:
     """REML fit of the crossed random intercepts `zs` (one sparse indicator matrix each): β, Cov(β),
-    σ² and the variance components θ_k² σ²."""
+    σ², the variance components θ_k² σ² and each coefficient's Satterthwaite degrees of freedom."""
     from scipy.optimize import minimize
 
     reml = _Reml(y, x, zs)
     if not zs:
         out = reml.solve(np.zeros(0))
-        return {**out, "variances": []}
-    result = minimize(lambda t: reml.solve(t)["deviance"], np.ones(len(zs)), method="L-BFGS-B",
-                      bounds=[(0.0, None)] * len(zs), options={"ftol": 1e-10, "gtol": 1e-7})
-    out = reml.solve(result.x)
-    return {**out, "variances": list(out["sigma2"] * result.x ** 2), "converged": bool(result.success)}
+        return {**out, "variances": [], "df": np.full(reml.p, float(reml.n - reml.p))}
+    result = minimize(lambda v: reml.solve(np.sqrt(v))["deviance"], np.ones(len(zs)), method="SLSQP",
+                      bounds=[(0.0, RELATIVE_VARIANCE_MAX)] * len(zs), options={"ftol": 1e-10, "maxiter": 500})
+    variances = np.clip(result.x, 0.0, RELATIVE_VARIANCE_MAX)
+    theta = np.sqrt(variances)
+    out = reml.solve(theta)
+    sigma = math.sqrt(out["sigma2"])
+    df = (satterthwaite(reml, np.append(theta * sigma, sigma)) if sigma > 0
+          else np.full(reml.p, float(reml.n - reml.p)))
+    return {**out, "variances": list(out["sigma2"] * variances), "converged": bool(result.success), "df": df}
 
 
 def fit_factorial(data: pd.DataFrame) -> dict[str, dict[str, float]] | None:
-    """term → {beta, ci_low, ci_high, p} (95% Wald, normal reference as statsmodels' MixedLM); None
-    when a cell is empty or there are under two queries."""
-    from scipy.stats import norm
+    """term → {beta, ci_low, ci_high, p, df}: 95% intervals and two-sided p-values from a t
+    reference with Satterthwaite's degrees of freedom (df); None when a cell is empty or there are
+    under two queries."""
+    from scipy.stats import t as student
 
     cells = {(p, m) for p, m in zip(data["profile"], data["memory"])}
     if len(cells) < 4 or data["query"].nunique() < 2:
         return None
+    # one order for the same observations, so the optimizer's path (and its last digits) does not
+    # depend on the order the records were read in
+    data = data.sort_values(["query", "persona", "profile", "memory", "y"], kind="mergesort", ignore_index=True)
     profile, memory = data["profile"].to_numpy(float), data["memory"].to_numpy(float)
     x = np.column_stack([np.ones(len(data)), profile, memory, profile * memory])
     zs = [_indicators(labels)[1] for labels in components(data).values()]
     fit = fit_crossed(data["y"].to_numpy(float), x, zs)
     out = {}
-    for column, name in enumerate(TERMS):
-        beta, se = float(fit["beta"][column + 1]), math.sqrt(max(float(fit["cov"][column + 1, column + 1]), 0.0))
-        z = beta / se if se > 0 else float("nan")
-        out[name] = {"beta": beta, "ci_low": beta - norm.ppf(0.975) * se, "ci_high": beta + norm.ppf(0.975) * se,
-                     "p": float(2 * norm.sf(abs(z)))}
+    for column, name in enumerate(TERMS, start=1):
+        beta, se = float(fit["beta"][column]), math.sqrt(max(float(fit["cov"][column, column]), 0.0))
+        df = float(fit["df"][column])
+        half = student.ppf(0.975, df) * se
+        p = float(2 * student.sf(abs(beta / se), df)) if se > 0 else float("nan")
+        out[name] = {"beta": beta, "ci_low": beta - half, "ci_high": beta + half, "p": p, "df": df}
     return out
 
 
