@@ -202,13 +202,17 @@ class SharedBuckets:
     def _interval(self) -> float:
         return 60.0 / (self.rpm * PACE_MARGIN) if self.rpm else 0.0
 
+    def connect(self) -> None:
+        """Get (or create) the endpoint's limiter actor; its process starts in the background."""
+        if self.handle is None:
+            self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
+                                                lifetime="detached").remote(self.idle_s)
+
     async def _remote(self, requests: int, tokens: int) -> None:
         from ray.exceptions import RayActorError
 
         for attempt in range(HANDLE_ATTEMPTS):
-            if self.handle is None:
-                self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
-                                                    lifetime="detached").remote(self.idle_s)
+            self.connect()
             try:
                 return await self.handle.take.remote(self.key, self.rpm, self.tpm, requests, tokens)
             except RayActorError:
