@@ -123,6 +123,9 @@ class Stats:
     cache_control_requests: int = 0
     cache_read_tokens_by_model: Counter = field(default_factory=Counter)
     cache_write_tokens_by_model: Counter = field(default_factory=Counter)
+    # chat requests answered whose model, messages, seed and schema had been answered before (a
+    # harness that resumes after a kill and asks again what it had been answered: bench/peer_inspect.py)
+    answered_again: int = 0
     # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
     first_admitted_at: dict = field(default_factory=dict)
     last_admitted_at: dict = field(default_factory=dict)
@@ -141,6 +144,7 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.answered_keys: set[str] = set()   # digests of the chat requests answered (Stats.answered_again)
         self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
@@ -250,6 +254,7 @@ class FakeProvider:
                             "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
+        self._note_answered(body, schema)
         self.stats.prompt_cache_keys += bool(body.get("prompt_cache_key"))
         cached = use.read
         self.stats.cache_read_tokens += cached
@@ -338,6 +343,14 @@ class FakeProvider:
         self.stats.output_tokens_by_model[model] += output_tokens
         self.stats.structured_requests += schema is not None
 
+    def _note_answered(self, body: dict[str, Any], schema: dict[str, Any] | None) -> None:
+        """Count an answer to a question answered before: same model, messages, seed and schema
+        (what decides the answer; other fields may differ between harnesses)."""
+        asked = [body.get("model"), body.get("messages"), body.get("seed"), schema, body.get("n")]
+        key = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+        self.stats.answered_again += key in self.answered_keys
+        self.answered_keys.add(key)
+
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
 
@@ -348,6 +361,7 @@ class FakeProvider:
         self.stats = Stats()
         self.request_log.clear()
         self.seen.clear()
+        self.answered_keys.clear()
         self.batches.reset()
         self.prompt_cache.clear()
         return web.json_response({"reset": True})
