@@ -29,3 +29,21 @@ def test_the_fake_counts_a_question_answered_again_whatever_else_the_body_carrie
     fake_server.reset()
     client.chat.completions.create(model="fake-model", messages=q, seed=1, max_tokens=64)
     assert fake_server.stats()["answered_again"] == 0      # a reset forgets what was answered
+
+
+@pytest.mark.e2e
+def test_an_answer_whose_caller_hung_up_was_never_given(make_fake_server):
+    """The server answers after 1 s; the first caller gives up after 0.2 s (as a killed harness
+    does), so asking the same question again is not a repeat; asking a third time is."""
+    import openai
+
+    server = make_fake_server("--latency", "1")
+    body = dict(model="fake-model", messages=[{"role": "user", "content": "q"}], seed=1, max_tokens=64)
+    impatient = openai.OpenAI(api_key="x", base_url=server.openai_url, max_retries=0, timeout=0.2)
+    with pytest.raises(openai.APITimeoutError):
+        impatient.chat.completions.create(**body)
+    patient = openai.OpenAI(api_key="x", base_url=server.openai_url, max_retries=0, timeout=30)
+    patient.chat.completions.create(**body)
+    assert server.stats()["answered_again"] == 0
+    patient.chat.completions.create(**body)
+    assert server.stats()["answered_again"] == 1

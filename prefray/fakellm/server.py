@@ -123,8 +123,9 @@ class Stats:
     cache_control_requests: int = 0
     cache_read_tokens_by_model: Counter = field(default_factory=Counter)
     cache_write_tokens_by_model: Counter = field(default_factory=Counter)
-    # chat requests answered whose model, messages, seed and schema had been answered before (a
-    # harness that resumes after a kill and asks again what it had been answered: bench/peer_inspect.py)
+    # chat requests answered whose model, messages, seed and schema had been answered before to a
+    # caller still connected (a harness that resumes after a kill and asks again what it had been
+    # answered: bench/peer_inspect.py; an answer computed after its caller hung up is not counted)
     answered_again: int = 0
     # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
     first_admitted_at: dict = field(default_factory=dict)
@@ -254,7 +255,8 @@ class FakeProvider:
                             "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
-        self._note_answered(body, schema)
+        if request.transport is not None and not request.transport.is_closing():
+            self._note_answered(body, schema)   # a caller that hung up while it waited got no answer
         self.stats.prompt_cache_keys += bool(body.get("prompt_cache_key"))
         cached = use.read
         self.stats.cache_read_tokens += cached
