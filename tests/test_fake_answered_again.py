@@ -26,6 +26,8 @@ def test_the_fake_counts_a_question_answered_again_whatever_else_the_body_carrie
     stats = fake_server.stats()
     assert stats["answered"] == 6
     assert stats["answered_again"] == 2
+    first, second = stats["answered_again_first_at"]   # when q (seed 1) and r (seed 1) were first answered
+    assert first < second
     fake_server.reset()
     client.chat.completions.create(model="fake-model", messages=q, seed=1, max_tokens=64)
     assert fake_server.stats()["answered_again"] == 0      # a reset forgets what was answered

@@ -127,6 +127,7 @@ class Stats:
     # caller still connected (a harness that resumes after a kill and asks again what it had been
     # answered: bench/peer_inspect.py; an answer computed after its caller hung up is not counted)
     answered_again: int = 0
+    answered_again_first_at: list = field(default_factory=list)   # when each repeated one was first answered
     # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
     first_admitted_at: dict = field(default_factory=dict)
     last_admitted_at: dict = field(default_factory=dict)
@@ -145,7 +146,7 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
-        self.answered_keys: set[str] = set()   # digests of the chat requests answered (Stats.answered_again)
+        self.answered_keys: dict[str, float] = {}   # digest of each chat request answered: when (answered_again)
         self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
@@ -350,8 +351,11 @@ class FakeProvider:
         (what decides the answer; other fields may differ between harnesses)."""
         asked = [body.get("model"), body.get("messages"), body.get("seed"), schema, body.get("n")]
         key = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
-        self.stats.answered_again += key in self.answered_keys
-        self.answered_keys.add(key)
+        if key in self.answered_keys:
+            self.stats.answered_again += 1
+            self.stats.answered_again_first_at.append(self.answered_keys[key])
+        else:
+            self.answered_keys[key] = time.time()
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
