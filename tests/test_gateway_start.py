@@ -28,17 +28,26 @@ while not seen and time.time() < deadline:
     time.sleep(0.1)
 import asyncio
 asyncio.run(gateways.close())
-print(json.dumps({"keys": keys, "limiter": seen}))
+ended = False
+deadline = time.time() + 120     # nothing took from it: it still ends once idle (PREFRAY_LIMITER_IDLE_S)
+while seen and time.time() < deadline:
+    ended = limiter not in [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    if ended:
+        break
+    time.sleep(0.5)
+print(json.dumps({"keys": keys, "limiter": seen, "ended": ended}))
 """
 
 
 @pytest.mark.e2e
-def test_gateways_start_for_every_model_and_build_their_lanes_before_a_batch(ray_address, make_fake_server):
+def test_gateways_start_for_every_model_and_build_their_lanes_before_a_batch(ray_address, make_fake_server,
+                                                                            monkeypatch):
     """Before any batch: a gateway per model id (the locally served one included, its server
     answering already; the repeated model once), and the rate-limited lane's endpoint limiter
-    exists, which only a built lane creates."""
+    exists, which only a built lane creates; never taken from, the limiter still ends once idle."""
     from tests.conftest import script_here
 
+    monkeypatch.setenv("PREFRAY_LIMITER_IDLE_S", "2")
     server = make_fake_server()
     done = script_here(START_SCRIPT, server.openai_url)
     assert done.returncode == 0, done.stderr
@@ -46,3 +55,4 @@ def test_gateways_start_for_every_model_and_build_their_lanes_before_a_batch(ray
     endpoint = f"openai|{server.openai_url}|"
     assert out["keys"] == [f"{endpoint}|paced-model#0", f"{endpoint}|served-model#0"]
     assert out["limiter"] is True
+    assert out["ended"] is True
