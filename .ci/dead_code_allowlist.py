@@ -5,6 +5,8 @@ pyproject.toml [tool.vulture]). Each line says who uses the name."""
 _.batch_requests, _.batch_repeated_requests, _.batch_answered, _.batch_failed  # noqa: B018
 _.batch_expired, _.batch_truncated, _.batch_results_read, _.files_uploaded  # noqa: B018
 _.rate_limited, _.structured_requests, _.context_overflows  # noqa: B018
+# Answers to questions answered before (a resumed harness's re-sends), read by bench/peer_inspect.py.
+_.answered_again  # noqa: B018
 # Settings of llama.cpp's server object, read by xllamacpp when the embedded model starts.
 _.n_ctx, _.n_parallel, _.kv_unified, _.n_threads, _.hostnames, _.verbosity  # noqa: B018
 # The `embedded` entry point of the prefray.servers group (pyproject.toml).

@@ -123,6 +123,11 @@ class Stats:
     cache_control_requests: int = 0
     cache_read_tokens_by_model: Counter = field(default_factory=Counter)
     cache_write_tokens_by_model: Counter = field(default_factory=Counter)
+    # chat requests answered whose model, messages, seed and schema had been answered before to a
+    # caller still connected (a harness that resumes after a kill and asks again what it had been
+    # answered: bench/peer_inspect.py; an answer computed after its caller hung up is not counted)
+    answered_again: int = 0
+    answered_again_first_at: list = field(default_factory=list)   # when each repeated one was first answered
     # per model: wall-clock time of the first and the last request admitted (not refused by a limit)
     first_admitted_at: dict = field(default_factory=dict)
     last_admitted_at: dict = field(default_factory=dict)
@@ -141,6 +146,7 @@ class FakeProvider:
         self.options = options
         self.stats = Stats()
         self.seen: Counter = Counter()
+        self.answered_keys: dict[str, float] = {}   # digest of each chat request answered: when (answered_again)
         self.request_log: deque = deque(maxlen=REQUEST_LOG_SIZE)
         # Limits apply per model id, as providers apply them per model and key.
         self.request_buckets: dict[str, TokenBucket] = {}
@@ -250,6 +256,8 @@ class FakeProvider:
                             "finish_reason": "length" if cut else "stop"})
         output_tokens = sum(answers.count_tokens(c["message"]["content"]) for c in choices)
         self._count_answer(str(body.get("model")), input_tokens, output_tokens, schema)
+        if request.transport is not None and not request.transport.is_closing():
+            self._note_answered(body, schema)   # a caller that hung up while it waited got no answer
         self.stats.prompt_cache_keys += bool(body.get("prompt_cache_key"))
         cached = use.read
         self.stats.cache_read_tokens += cached
@@ -338,6 +346,17 @@ class FakeProvider:
         self.stats.output_tokens_by_model[model] += output_tokens
         self.stats.structured_requests += schema is not None
 
+    def _note_answered(self, body: dict[str, Any], schema: dict[str, Any] | None) -> None:
+        """Count an answer to a question answered before: same model, messages, seed and schema
+        (what decides the answer; other fields may differ between harnesses)."""
+        asked = [body.get("model"), body.get("messages"), body.get("seed"), schema, body.get("n")]
+        key = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+        if key in self.answered_keys:
+            self.stats.answered_again += 1
+            self.stats.answered_again_first_at.append(self.answered_keys[key])
+        else:
+            self.answered_keys[key] = time.time()
+
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({**self.stats.as_json(), **self.batches.stats_json()})
 
@@ -348,6 +367,7 @@ class FakeProvider:
         self.stats = Stats()
         self.request_log.clear()
         self.seen.clear()
+        self.answered_keys.clear()
         self.batches.reset()
         self.prompt_cache.clear()
         return web.json_response({"reset": True})

@@ -78,11 +78,17 @@ class Gateways:
         return key
 
     def start(self, specs: Iterable[ModelSpec]) -> None:
-        """Create the gateways of these models now (interactive tier, not locally served), so a
-        later stage's first calls (a judge's) do not wait for its actor's process to start."""
+        """Create the gateways of these models now (interactive tier; a locally served model only if
+        its server answers already), each building its lane in the background (`Gateway.prepare`:
+        the SDK client, the endpoint's limiter), so no stage's first calls (a judge's) wait for an
+        actor's process, imports or client to start. The driver does not wait for any of it."""
+        started: set[str] = set()
         for spec in specs:
-            if spec.tier == "interactive" and not spec.serve:
-                self._lane(spec)
+            if spec.tier != "interactive" or spec.gateway_key in started or (spec.serve and not _answering(spec)):
+                continue
+            started.add(spec.gateway_key)
+            for key in self._lane(spec):
+                self.handles[key].prepare.remote(spec)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest]) -> list[CallResult]:
         """Send one batch. A gateway that dies is restarted by Ray and the batch is sent again to
@@ -119,6 +125,18 @@ class Gateways:
         self.outstanding.clear()
         self.servers.clear()
         self.ready.clear()
+
+
+def _answering(spec: ModelSpec) -> bool:
+    """A locally served model's server answers on its configured port already (it is then used as
+    it is, `Gateways._served`), so its gateway's key is known before the run."""
+    from prefray.engine.calls.local_servers import host_port, port_answers
+
+    try:
+        address = host_port(spec.base_url)
+    except ValueError:
+        return False
+    return bool(address[1]) and port_answers(*address)
 
 
 async def _quietly(ref: Any) -> Any:

@@ -247,15 +247,31 @@ class Gateway:
         return SharedBuckets(limiter_name(self.endpoint_key, self.api_key), NAMESPACE, self.limiter_idle_s,
                              (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
 
+    def _lane_of(self, spec: ModelSpec) -> _Lane:
+        lane = self.lanes.get(spec.model_id)
+        if lane is None:
+            lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
+            lane.driver = self.driver
+        return lane
+
+    async def prepare(self, spec: ModelSpec) -> list[str]:
+        """Build this model's lane now: its SDK client, and its endpoint's limiter actor if it has
+        rate limits, so its first batch waits for neither (the driver asks this when it creates the
+        gateway, then goes on). Return the model ids with a lane."""
+        try:
+            lane = self._lane_of(spec)
+            if isinstance(lane.limits.buckets, SharedBuckets):
+                lane.limits.buckets.connect()
+        except Exception:  # noqa: BLE001 - nobody waits for this answer: the first batch builds the lane and says why not
+            pass
+        return sorted(self.lanes)
+
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
                         run_dir: str | None = None, tag: str | None = None, batch: str = "") -> list[CallResult]:
         """Answer a batch. `batch` is its token: if this actor was restarted after a death, Ray sends
         it the batches it was answering again, and answers its earlier life journaled for one are
         returned as they are, not asked again (they were paid and settled then)."""
-        lane = self.lanes.get(spec.model_id)
-        if lane is None:
-            lane = self.lanes[spec.model_id] = _Lane(spec, self.api_key, self._shared(spec))
-            lane.driver = self.driver
+        lane = self._lane_of(spec)
         self.driver.start()
         if run_dir is not None and run_dir not in self.paid:
             name = f"gateway-{hashlib.sha1(self.endpoint_key.encode()).hexdigest()[:8]}"

@@ -126,10 +126,21 @@ class SharedLimiter:
         self.waiting = 0
         self.last_used = time.monotonic()
         self.reaper: asyncio.Task | None = None
+        self._start_reaper()
+
+    def _start_reaper(self) -> None:
+        """The idle clock: started when the actor is built (Ray runs an async actor's constructor in
+        its event loop), so a limiter a lane connected to early and nobody ever takes from still
+        ends once idle; else by the first take."""
+        if self.reaper is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self.reaper = loop.create_task(self._end_when_idle())
 
     async def take(self, key: tuple, rpm: float | None, tpm: float | None, requests: int, tokens: int) -> None:
-        if self.reaper is None:
-            self.reaper = asyncio.get_running_loop().create_task(self._end_when_idle())
+        self._start_reaper()
         buckets = self.buckets.setdefault(key, Buckets(rpm, tpm))
         self.waiting += 1
         try:
@@ -202,13 +213,17 @@ class SharedBuckets:
     def _interval(self) -> float:
         return 60.0 / (self.rpm * PACE_MARGIN) if self.rpm else 0.0
 
+    def connect(self) -> None:
+        """Get (or create) the endpoint's limiter actor; its process starts in the background."""
+        if self.handle is None:
+            self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
+                                                lifetime="detached").remote(self.idle_s)
+
     async def _remote(self, requests: int, tokens: int) -> None:
         from ray.exceptions import RayActorError
 
         for attempt in range(HANDLE_ATTEMPTS):
-            if self.handle is None:
-                self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
-                                                    lifetime="detached").remote(self.idle_s)
+            self.connect()
             try:
                 return await self.handle.take.remote(self.key, self.rpm, self.tpm, requests, tokens)
             except RayActorError:

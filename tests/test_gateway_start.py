@@ -1,0 +1,58 @@
+"""A sweep's gateways start before its first batch, each building its lane meanwhile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+START_SCRIPT = """
+import json, sys, time
+import ray
+from prefray.engine.calls.dispatch import Gateways
+from prefray.engine.calls.gateway import NAMESPACE
+from prefray.engine.calls.limits import limiter_name
+from prefray.engine.types import ModelSpec
+
+url = sys.argv[1]
+paced = ModelSpec(name="paced", provider="openai", model_id="paced-model", base_url=url, rpm=600)
+served = ModelSpec(name="served", provider="openai", model_id="served-model", base_url=url, serve="fakellm")
+gateways = Gateways()
+gateways.start([paced, served, paced])
+keys = sorted(gateways.handles)
+limiter = limiter_name(paced.endpoint_key, "prefray-local")
+seen = False
+deadline = time.time() + 60
+while not seen and time.time() < deadline:
+    seen = limiter in [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    time.sleep(0.1)
+import asyncio
+asyncio.run(gateways.close())
+ended = False
+deadline = time.time() + 120     # nothing took from it: it still ends once idle (PREFRAY_LIMITER_IDLE_S)
+while seen and time.time() < deadline:
+    ended = limiter not in [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    if ended:
+        break
+    time.sleep(0.5)
+print(json.dumps({"keys": keys, "limiter": seen, "ended": ended}))
+"""
+
+
+@pytest.mark.e2e
+def test_gateways_start_for_every_model_and_build_their_lanes_before_a_batch(ray_address, make_fake_server,
+                                                                            monkeypatch):
+    """Before any batch: a gateway per model id (the locally served one included, its server
+    answering already; the repeated model once), and the rate-limited lane's endpoint limiter
+    exists, which only a built lane creates; never taken from, the limiter still ends once idle."""
+    from tests.conftest import script_here
+
+    monkeypatch.setenv("PREFRAY_LIMITER_IDLE_S", "2")
+    server = make_fake_server()
+    done = script_here(START_SCRIPT, server.openai_url)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    endpoint = f"openai|{server.openai_url}|"
+    assert out["keys"] == [f"{endpoint}|paced-model#0", f"{endpoint}|served-model#0"]
+    assert out["limiter"] is True
+    assert out["ended"] is True
