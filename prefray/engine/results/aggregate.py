@@ -219,15 +219,29 @@ def text_needed(best: pa.Table, benchmarks: dict[str, Benchmark]) -> pa.Array:
     """True for each row of `best` whose text a metric reads: the rows a benchmark's `text_needed`
     names (by default every row), no row of a benchmark not aggregated."""
     needed = np.zeros(best.num_rows, dtype=bool)
-    names = best["benchmark"]
-    for name in pc.unique(names).drop_null().to_pylist():
-        if name not in benchmarks:
-            continue
-        mine = pc.fill_null(pc.equal(names, name), False)
-        positions = pc.indices_nonzero(mine)
-        flags = pc.fill_null(benchmarks[name].text_needed(best.take(positions)), False).to_numpy(zero_copy_only=False)
-        needed[positions.to_numpy()[flags]] = True
+    for name, (part, positions) in benchmark_parts(best).items():
+        if name in benchmarks:
+            flags = pc.fill_null(benchmarks[name].text_needed(part), False).to_numpy(zero_copy_only=False)
+            needed[positions[flags]] = True
     return pa.array(needed)
+
+
+def benchmark_parts(rows: pa.Table) -> dict[str, tuple[pa.Table, np.ndarray]]:
+    """Each benchmark's rows and their positions in `rows`: a slice, not a copy, where they are
+    contiguous (rows sorted by benchmark, as `latest_attempts` leaves them)."""
+    names = rows["benchmark"]
+    if names.null_count == 0 and len(names):
+        runs = pc.run_end_encode(names.combine_chunks())
+        values = runs.values.to_pylist()
+        if len(set(values)) == len(values):   # one contiguous run per benchmark
+            ends = runs.run_ends.to_pylist()
+            return {name: (rows.slice(start, end - start), np.arange(start, end))
+                    for name, start, end in zip(values, [0, *ends[:-1]], ends)}
+    out = {}
+    for name in pc.unique(names).drop_null().to_pylist():
+        positions = pc.indices_nonzero(pc.fill_null(pc.equal(names, name), False))
+        out[name] = (rows.take(positions), positions.to_numpy())
+    return out
 
 
 def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
