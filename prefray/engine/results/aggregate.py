@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.paid import SENT, read_paid
-from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
+from prefray.engine.rundir.shards import SHARD_SCHEMA, best_attempts_order, read_rows, take_columns
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -102,6 +103,7 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         return _ledger_from_rows(rows)
     paid = with_cache_columns(paid)
     stored, paid_keys, space = _request_codes(rows, paid)
+    paid = paid.drop_columns(["request_hash"])   # coded: its strings are freed now
     first_row = _first_positions(stored, space)[np.maximum(paid_keys, 0)]   # of the request's first stored row
     first_row[paid_keys < 0] = -1
     sent = pc.equal(paid["outcome"], SENT).cast(pa.int64())
@@ -128,6 +130,11 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     others = _ledger_rows(rows.filter(pa.array(elsewhere)), with_cached=False)
     order = LEDGER_KEYS + list(LEDGER_SUMS)
     return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
+
+
+def run_ledger(run_dir: Path, rows: pa.Table) -> pa.Table:
+    """The ledger of a run's stored rows (every attempt) and its paid record."""
+    return ledger(rows, read_paid(run_dir, columns=PAID_COLUMNS))
 
 
 def _request_codes(rows: pa.Table, paid: pa.Table) -> tuple[np.ndarray, np.ndarray, int]:
@@ -213,6 +220,9 @@ AGGREGATED_COLUMNS = [name for name in SHARD_SCHEMA.names if name not in UNREAD_
 # Read for every row; `text` (the bulk of a run) only for the rows whose metrics read it.
 NARROW_COLUMNS = [name for name in AGGREGATED_COLUMNS if name != "text"]
 TEXT_KEYS = ["unit_id", "attempt", "status"]
+# What `ledger` reads of the stored rows.
+LEDGER_COLUMNS = ["provider", "model_id", "stage", "request_hash", "cached", "status", "input_tokens",
+                  "output_tokens", "cost_usd", *CACHE_SUMS]
 
 
 def text_needed(best: pa.Table, benchmarks: dict[str, Benchmark]) -> pa.Array:
@@ -258,6 +268,25 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
     return best.append_column("text", pc.take(found["text_first"], where))
 
 
+def best_rows_and_ledger(run_dir: Path) -> tuple[pa.Table, pa.Table]:
+    """The best attempt of every unit (`latest_attempts`) and the ledger of every attempt, from one
+    read of the stored rows. The ledger runs on a thread beside the best attempts' sort (both are
+    mostly Arrow's C++ code, which runs without the GIL) and the rows are reordered one column at a
+    time, each read column let go once taken."""
+    all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
+    if all_rows.num_rows == 0:
+        return all_rows, run_ledger(run_dir, all_rows)
+    with ThreadPoolExecutor(1) as pool:
+        costs = pool.submit(run_ledger, run_dir, all_rows.select(LEDGER_COLUMNS))
+        order = best_attempts_order(all_rows)
+        columns, schema = dict(zip(all_rows.column_names, all_rows.columns)), all_rows.schema
+        del all_rows   # only the best attempt of every unit from here on
+        best = take_columns(columns, order, schema)
+        costs = costs.result()
+    pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
+    return best, costs
+
+
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None
@@ -276,11 +305,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     from prefray.engine.results.report import print_summary, render_markdown
 
     run_dir = Path(run_dir)
-    all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
-    costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
-    best = latest_attempts(all_rows)
-    del all_rows  # only the best attempt of every unit from here on
-    pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
+    best, costs = best_rows_and_ledger(run_dir)
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     judged = best
