@@ -44,6 +44,8 @@ from prefray.engine.rundir import RunDir
 MAX_FIGURES = 60
 PARALLEL_FROM = 12  # figures per drawing process, at least
 FORMATS = ("png", "svg")
+# zlib's fastest level: the same pixels, a third of the default level's encoding time, ~10% larger files
+SAVE_OPTIONS = {"png": {"pil_kwargs": {"compress_level": 1}}}
 NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cell · 'no data': no value"
 
 
@@ -193,7 +195,7 @@ def _save(fig, path: Path, margins: dict[str, float] | None = None) -> list[Path
     written = []
     for fmt in FORMATS:
         target = path.with_name(f"{path.name}.{fmt}")
-        fig.savefig(target, dpi=110)
+        fig.savefig(target, dpi=110, **SAVE_OPTIONS.get(fmt, {}))
         written.append(target)
     _pyplot().close(fig)
     return written
@@ -454,15 +456,17 @@ def _draw_one(figure: Figure) -> list[Path]:
 
 
 def draw_all(figures: list[Figure], workers: int = 1) -> list[Path]:
-    """Draw `figures`, in `workers` processes when more than one (each figure is drawn whole by one
+    """Draw `figures`, in `workers` processes when more than one: the calling process draws one
+    share while `workers` − 1 started ones draw the others (each figure is drawn whole by one
     process, so its files are the same either way); returns the files written, in figure order."""
     if workers <= 1 or len(figures) < 2:
         return _draw_many(figures)
     workers = min(workers, len(figures))
     shares = [figures[k::workers] for k in range(workers)]
     # spawned, not forked: the caller may hold Ray's and the event loop's threads
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        drawn = list(pool.map(_draw_one_share, shares))
+    with ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn")) as pool:
+        others = [pool.submit(_draw_one_share, share) for share in shares[1:]]
+        drawn = [_draw_one_share(shares[0]), *(future.result() for future in others)]
     by_figure = {k + workers * i: paths for k, share in enumerate(drawn) for i, paths in enumerate(share)}
     return [path for index in range(len(figures)) for path in by_figure[index]]
 

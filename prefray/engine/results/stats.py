@@ -90,7 +90,10 @@ def _bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSetti
     if settings.method != "percentile":
         return _scipy_bootstrap(data, statistic, settings)
     picks = _resample_indices(len(data[0]), settings.n_resamples, settings.seed)
-    distribution = np.asarray(statistic(*(np.asarray(sample)[picks] for sample in data), axis=-1), dtype=float)
+    samples = [np.asarray(sample) for sample in data]
+    step = max(1, BLOCK_VALUES // len(data[0]))   # resamples at a time: each one's statistic is its own
+    distribution = np.concatenate([np.asarray(statistic(*(sample[picks[at:at + step]] for sample in samples), axis=-1),
+                                              dtype=float) for at in range(0, len(picks), step)])
     alpha = np.asarray((1 - settings.confidence) / 2, dtype=distribution.dtype)
     return _percentiles(distribution, np.stack((alpha, 1 - alpha)))
 
@@ -103,13 +106,16 @@ def _scipy_bootstrap(data: tuple[np.ndarray, ...], statistic, settings: Bootstra
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+BLOCK_VALUES = 1 << 16   # drawn values per sample resampled at once: a block stays in the CPU's cache
+
+
 @functools.lru_cache(maxsize=16)
 def _resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     """The clusters each resample draws, as scipy.stats.bootstrap draws them for paired samples of
     `n` (one row of `n` indices per resample from a generator seeded with `seed`); the same for every
     metric with `n` clusters, so they are drawn once (read-only)."""
     picks = np.random.default_rng(seed).integers(0, n, (resamples, n))
-    picks.flags.writeable = False
+    picks.setflags(write=False)
     return picks
 
 
