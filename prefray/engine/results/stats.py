@@ -4,8 +4,9 @@ A benchmark's units are not independent: the answers about one profile (BenchPre
 (CUPID) or one persona–query pair (PRISK) share their context. The intervals here resample whole
 clusters: a resample draws clusters with replacement and the statistic is the mean over every unit
 of the drawn clusters (Σ cluster sums ÷ Σ cluster sizes), i.e. the metric recomputed on a resampled
-dataset. scipy.stats.bootstrap does the resampling (paired over the per-cluster sums and sizes, so a
-cluster's sum and size are drawn together), seeded; the default is the percentile interval.
+dataset. The resampling is scipy.stats.bootstrap's (paired over the per-cluster sums and sizes, so a
+cluster's sum and size are drawn together), seeded; the default, the percentile interval, is computed
+here exactly as scipy computes it (the same bounds to the bit, without importing scipy.stats).
 
 Paired differences (A − B on the same clusters, e.g. defense − default, judge A − judge B) draw the
 same clusters for both sides, so what the clusters share cancels out of the interval.
