@@ -52,24 +52,34 @@ TEMPLATES = {
 SHARE = {"benchpres": 0.8, "cupid": 0.2}
 RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
 
-# aggregate_run as prefray.launch calls it, its plots drawn separately so that their time (which
-# grows with the number of cells, not rows) is reported apart.
+# aggregate_run as prefray.launch calls it (figures included: a drawing process may start while the
+# metrics are computed); the time spent in write_plots is reported apart, as its time grows with the
+# number of cells, not rows.
 CHILD = """
 import resource, sys, time
 from pathlib import Path
 from prefray.engine.config import catalog
+from prefray.engine.results import plots
 from prefray.engine.results.aggregate import aggregate_run
-from prefray.engine.results.plots import figure_specs, write_plots
 from prefray.engine.flow.session import use_system_allocator
 use_system_allocator()   # as prefray.launch does before its run
 names = sys.argv[2].split(",")
 settings = {n: catalog.benchmark_config(n) for n in names}
 benchmarks = {n: catalog.load(n) for n in names}
+write_plots, drawing = plots.write_plots, []
+
+def timed(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return write_plots(*args, **kwargs)
+    finally:
+        drawing.append(time.perf_counter() - start)
+
+plots.write_plots = timed   # aggregate_run imports it when it draws
 start = time.perf_counter()
-metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
-middle = time.perf_counter()
-write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks), breakdowns=sys.argv[3] == "all")
-print(middle - start, time.perf_counter() - middle, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, figures=sys.argv[3])
+elapsed = time.perf_counter() - start
+print(elapsed - sum(drawing), sum(drawing), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 

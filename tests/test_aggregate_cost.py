@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from prefray.engine.results.agreement import judged_by_several, without_panels
 
@@ -119,7 +120,8 @@ def test_best_attempts_taken_column_by_column_equal_the_whole_table_taken():
         ("a", "a1", 2), ("b", "b1", 2), ("b", "b2", 1)]
 
 
-def test_the_calling_process_draws_a_share_of_the_figures(tmp_path, monkeypatch):
+@pytest.mark.parametrize("started_early", [False, True])
+def test_the_calling_process_draws_a_share_of_the_figures(tmp_path, monkeypatch, started_early):
     from prefray.engine.results import plots
 
     drawn_here: list[str] = []
@@ -133,7 +135,12 @@ def test_the_calling_process_draws_a_share_of_the_figures(tmp_path, monkeypatch)
     rows = [{"benchmark": "b", "model": f"m{i}", "condition": "c", "judge": "", "slice": "", "value": 0.5,
              "n": 3, "ci_low": 0.4, "ci_high": 0.6, "complete": True} for i in range(2)]
     figures = [(plots.draw, (rows, f"figure {k}", tmp_path / f"f{k}", (0.0, 1.0)), {}) for k in range(4)]
-    files = plots.draw_all(figures, workers=2)
+    pool = plots.drawing_pool() if started_early else None   # as aggregate_run starts it for a large run
+    try:
+        files = plots.draw_all(figures, workers=2, pool=pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     assert drawn_here == ["f0", "f2"]   # the first share; the started process drew f1 and f3
     assert [f.name for f in files] == [f"f{k}.{fmt}" for k in range(4) for fmt in plots.FORMATS]
     assert all(f.exists() and f.stat().st_size > 0 for f in files)

@@ -295,6 +295,47 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
     False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
     join the rows, as one more judge (agreement.panel_rows)."""
+    run_dir = Path(run_dir)
+    best, costs = best_rows_and_ledger(run_dir)
+    draw = plots and figures != "none"
+    drawing = early_drawing_pool(best.num_rows) if draw else None
+    try:
+        metrics, calls = _aggregate(run_dir, best, costs, benchmarks, settings, budget_usd, seed, panels)
+        if draw:
+            from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
+
+            write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
+                        breakdowns=figures == "all", pool=drawing)
+    finally:
+        if drawing is not None:
+            drawing.shutdown(cancel_futures=True)
+    if not quiet:
+        from prefray.engine.results.report import print_summary
+
+        print_summary(metrics, calls, costs, budget_usd)
+        print(f"metrics: {RunDir(run_dir).metrics_csv}  {RunDir(run_dir).metrics_md}")
+    return metrics
+
+
+# From this many rows a run's metrics take long enough (~0.5 s per 100k rows) for a drawing process
+# started when they begin to be ready when its figures are.
+EARLY_DRAWING_ROWS = 100_000
+
+
+def early_drawing_pool(rows: int) -> Any:
+    """A drawing process started now (plots.drawing_pool) for a run of `rows` rows on a machine with
+    more than one core, else None (the figures start their processes, if any, themselves)."""
+    if rows < EARLY_DRAWING_ROWS or (os.cpu_count() or 1) < 2:
+        return None
+    from prefray.engine.results.plots import drawing_pool
+
+    return drawing_pool()
+
+
+def _aggregate(run_dir: Path, best: pa.Table, costs: pa.Table, benchmarks: dict[str, Benchmark],
+               settings: dict[str, dict[str, Any]], budget_usd: float | None, seed: int,
+               panels: dict[str, list[str]] | None) -> tuple[pa.Table, pa.Table]:
+    """aggregate_run's tables from the best attempts and the ledger: (metrics, calls summary)."""
     from prefray.engine.results.agreement import (
         judge_agreement,
         judge_values,
@@ -302,10 +343,8 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
         panel_rows,
         without_panels,
     )
-    from prefray.engine.results.report import print_summary, render_markdown
+    from prefray.engine.results.report import render_markdown
 
-    run_dir = Path(run_dir)
-    best, costs = best_rows_and_ledger(run_dir)
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     judged = best
@@ -322,15 +361,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     paths = RunDir(run_dir)
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
-    if plots and figures != "none":
-        from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
-
-        write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
-                    breakdowns=figures == "all")
-    if not quiet:
-        print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
-    return metrics
+    return metrics, calls
 
 
 def write_atomic(path: Path, write) -> None:
