@@ -456,8 +456,7 @@ def _draw_one(figure: Figure) -> list[Path]:
 
 
 def draw_all(figures: list[Figure], workers: int = 1, pool: ProcessPoolExecutor | None = None) -> list[Path]:
-    """Draw `figures`, in `workers` processes when more than one: the calling process draws one
-    share while `workers` − 1 other processes draw the others, in `pool` if given (started
+    """Draw `figures`, in `workers` processes when more than one: in `pool` if given (started
     earlier: `drawing_pool`), else in processes started now (each figure is drawn whole by one
     process, so its files are the same either way); returns the files written, in figure order."""
     if workers <= 1 or len(figures) < 2:
@@ -465,10 +464,9 @@ def draw_all(figures: list[Figure], workers: int = 1, pool: ProcessPoolExecutor 
     workers = min(workers, len(figures))
     shares = [figures[k::workers] for k in range(workers)]
     if pool is None:
-        with _spawned(workers - 1) as started:
+        with _spawned(workers) as started:
             return draw_all(figures, workers, started)
-    others = [pool.submit(_draw_one_share, share) for share in shares[1:]]
-    drawn = [_draw_one_share(shares[0]), *(future.result() for future in others)]
+    drawn = list(pool.map(_draw_one_share, shares))
     by_figure = {k + workers * i: paths for k, share in enumerate(drawn) for i, paths in enumerate(share)}
     return [path for index in range(len(figures)) for path in by_figure[index]]
 
@@ -479,11 +477,13 @@ def _spawned(processes: int) -> ProcessPoolExecutor:
 
 
 def drawing_pool() -> ProcessPoolExecutor:
-    """A process for `write_plots` to draw in, started now and importing matplotlib at once, so that
-    its start (~1 s of Python and imports) overlaps the work before the figures (a run's metrics)
-    instead of delaying them. The caller shuts it down."""
-    pool = _spawned(max(1, (os.cpu_count() or 1) - 1))
-    pool.submit(_import_pyplot)
+    """Processes for `write_plots` to draw in (one per core), started now and importing matplotlib
+    at once, so that their start (~1 s of Python and imports each) overlaps the work before the
+    figures (a run's metrics) instead of delaying them. The caller shuts them down."""
+    processes = os.cpu_count() or 1
+    pool = _spawned(processes)
+    for _ in range(processes):
+        pool.submit(_import_pyplot)
     return pool
 
 
