@@ -12,17 +12,22 @@ Result = TypeVar("Result")
 
 
 def per_table(func: Callable[[Any], Result]) -> Callable[[Any], Result]:
-    """`func(table)` remembered while `table` (the same object) is alive."""
+    """`func(table)` remembered while `table` (the same object) is alive; `.remember(table, result)`
+    records a result known without calling `func` (e.g. derived from a larger table's)."""
     results: dict[int, tuple[weakref.ref, Result]] = {}
+
+    def remember(table: Any, result: Result) -> None:
+        key = id(table)
+        results[key] = (weakref.ref(table, lambda _: results.pop(key, None)), result)
 
     @functools.wraps(func)
     def remembered(table: Any) -> Result:
-        key = id(table)
-        hit = results.get(key)
+        hit = results.get(id(table))
         if hit is not None and hit[0]() is table:
             return hit[1]
         result = func(table)
-        results[key] = (weakref.ref(table, lambda _: results.pop(key, None)), result)
+        remember(table, result)
         return result
 
+    remembered.remember = remember  # type: ignore[attr-defined]  # what `func(table)` is known to return
     return remembered

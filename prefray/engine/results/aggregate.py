@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.paid import SENT, read_paid
-from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
+from prefray.engine.rundir.shards import SHARD_SCHEMA, best_attempts_order, read_rows, take_columns
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -102,6 +103,7 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
         return _ledger_from_rows(rows)
     paid = with_cache_columns(paid)
     stored, paid_keys, space = _request_codes(rows, paid)
+    paid = paid.drop_columns(["request_hash"])   # coded: its strings are freed now
     first_row = _first_positions(stored, space)[np.maximum(paid_keys, 0)]   # of the request's first stored row
     first_row[paid_keys < 0] = -1
     sent = pc.equal(paid["outcome"], SENT).cast(pa.int64())
@@ -128,6 +130,11 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     others = _ledger_rows(rows.filter(pa.array(elsewhere)), with_cached=False)
     order = LEDGER_KEYS + list(LEDGER_SUMS)
     return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
+
+
+def run_ledger(run_dir: Path, rows: pa.Table) -> pa.Table:
+    """The ledger of a run's stored rows (every attempt) and its paid record."""
+    return ledger(rows, read_paid(run_dir, columns=PAID_COLUMNS))
 
 
 def _request_codes(rows: pa.Table, paid: pa.Table) -> tuple[np.ndarray, np.ndarray, int]:
@@ -213,21 +220,38 @@ AGGREGATED_COLUMNS = [name for name in SHARD_SCHEMA.names if name not in UNREAD_
 # Read for every row; `text` (the bulk of a run) only for the rows whose metrics read it.
 NARROW_COLUMNS = [name for name in AGGREGATED_COLUMNS if name != "text"]
 TEXT_KEYS = ["unit_id", "attempt", "status"]
+# What `ledger` reads of the stored rows.
+LEDGER_COLUMNS = ["provider", "model_id", "stage", "request_hash", "cached", "status", "input_tokens",
+                  "output_tokens", "cost_usd", *CACHE_SUMS]
 
 
 def text_needed(best: pa.Table, benchmarks: dict[str, Benchmark]) -> pa.Array:
     """True for each row of `best` whose text a metric reads: the rows a benchmark's `text_needed`
     names (by default every row), no row of a benchmark not aggregated."""
     needed = np.zeros(best.num_rows, dtype=bool)
-    names = best["benchmark"]
-    for name in pc.unique(names).drop_null().to_pylist():
-        if name not in benchmarks:
-            continue
-        mine = pc.fill_null(pc.equal(names, name), False)
-        positions = pc.indices_nonzero(mine)
-        flags = pc.fill_null(benchmarks[name].text_needed(best.take(positions)), False).to_numpy(zero_copy_only=False)
-        needed[positions.to_numpy()[flags]] = True
+    for name, (part, positions) in benchmark_parts(best).items():
+        if name in benchmarks:
+            flags = pc.fill_null(benchmarks[name].text_needed(part), False).to_numpy(zero_copy_only=False)
+            needed[positions[flags]] = True
     return pa.array(needed)
+
+
+def benchmark_parts(rows: pa.Table) -> dict[str, tuple[pa.Table, np.ndarray]]:
+    """Each benchmark's rows and their positions in `rows`: a slice, not a copy, where they are
+    contiguous (rows sorted by benchmark, as `latest_attempts` leaves them)."""
+    names = rows["benchmark"]
+    if names.null_count == 0 and len(names):
+        runs = pc.run_end_encode(names.combine_chunks())
+        values = runs.values.to_pylist()
+        if len(set(values)) == len(values):   # one contiguous run per benchmark
+            ends = runs.run_ends.to_pylist()
+            return {name: (rows.slice(start, end - start), np.arange(start, end))
+                    for name, start, end in zip(values, [0, *ends[:-1]], ends)}
+    out = {}
+    for name in pc.unique(names).drop_null().to_pylist():
+        positions = pc.indices_nonzero(pc.fill_null(pc.equal(names, name), False))
+        out[name] = (rows.take(positions), positions.to_numpy())
+    return out
 
 
 def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
@@ -244,6 +268,25 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
     return best.append_column("text", pc.take(found["text_first"], where))
 
 
+def best_rows_and_ledger(run_dir: Path) -> tuple[pa.Table, pa.Table]:
+    """The best attempt of every unit (`latest_attempts`) and the ledger of every attempt, from one
+    read of the stored rows. The ledger runs on a thread beside the best attempts' sort (both are
+    mostly Arrow's C++ code, which runs without the GIL) and the rows are reordered one column at a
+    time, each read column let go once taken."""
+    all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
+    if all_rows.num_rows == 0:
+        return all_rows, run_ledger(run_dir, all_rows)
+    with ThreadPoolExecutor(1) as pool:
+        costs = pool.submit(run_ledger, run_dir, all_rows.select(LEDGER_COLUMNS))
+        order = best_attempts_order(all_rows)
+        columns, schema = dict(zip(all_rows.column_names, all_rows.columns)), all_rows.schema
+        del all_rows   # only the best attempt of every unit from here on
+        best = take_columns(columns, order, schema)
+        costs = costs.result()
+    pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
+    return best, costs
+
+
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None
@@ -252,6 +295,47 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
     False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
     join the rows, as one more judge (agreement.panel_rows)."""
+    run_dir = Path(run_dir)
+    best, costs = best_rows_and_ledger(run_dir)
+    draw = plots and figures != "none"
+    drawing = early_drawing_pool(best.num_rows) if draw else None
+    try:
+        metrics, calls = _aggregate(run_dir, best, costs, benchmarks, settings, budget_usd, seed, panels)
+        if draw:
+            from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
+
+            write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
+                        breakdowns=figures == "all", pool=drawing)
+    finally:
+        if drawing is not None:
+            drawing.shutdown(cancel_futures=True)
+    if not quiet:
+        from prefray.engine.results.report import print_summary
+
+        print_summary(metrics, calls, costs, budget_usd)
+        print(f"metrics: {RunDir(run_dir).metrics_csv}  {RunDir(run_dir).metrics_md}")
+    return metrics
+
+
+# From this many rows a run's metrics take long enough (~0.5 s per 100k rows) for a drawing process
+# started when they begin to be ready when its figures are.
+EARLY_DRAWING_ROWS = 100_000
+
+
+def early_drawing_pool(rows: int) -> Any:
+    """A drawing process started now (plots.drawing_pool) for a run of `rows` rows on a machine with
+    more than one core, else None (the figures start their processes, if any, themselves)."""
+    if rows < EARLY_DRAWING_ROWS or (os.cpu_count() or 1) < 2:
+        return None
+    from prefray.engine.results.plots import drawing_pool
+
+    return drawing_pool()
+
+
+def _aggregate(run_dir: Path, best: pa.Table, costs: pa.Table, benchmarks: dict[str, Benchmark],
+               settings: dict[str, dict[str, Any]], budget_usd: float | None, seed: int,
+               panels: dict[str, list[str]] | None) -> tuple[pa.Table, pa.Table]:
+    """aggregate_run's tables from the best attempts and the ledger: (metrics, calls summary)."""
     from prefray.engine.results.agreement import (
         judge_agreement,
         judge_values,
@@ -259,14 +343,8 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
         panel_rows,
         without_panels,
     )
-    from prefray.engine.results.report import print_summary, render_markdown
+    from prefray.engine.results.report import render_markdown
 
-    run_dir = Path(run_dir)
-    all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
-    costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
-    best = latest_attempts(all_rows)
-    del all_rows  # only the best attempt of every unit from here on
-    pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     judged = best
@@ -283,15 +361,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     paths = RunDir(run_dir)
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
-    if plots and figures != "none":
-        from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
-
-        write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
-                    breakdowns=figures == "all")
-    if not quiet:
-        print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
-    return metrics
+    return metrics, calls
 
 
 def write_atomic(path: Path, write) -> None:

@@ -48,7 +48,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats
 
 from prefray.engine.results.alpha import alpha_ci
 from prefray.engine.types import stable_id
@@ -101,12 +100,15 @@ def _judged(rows: pa.Table) -> pa.Array:
 def judged_by_several(rows: pa.Table) -> pa.Table:
     """The ok judge rows of every benchmark × stage that two or more judges scored: the only rows
     `judge_agreement` can pair (the others need not be parsed)."""
-    judged = rows.filter(_judged(rows))
-    counts = judged.group_by(["benchmark", "stage"]).aggregate([("judge", "count_distinct")])
+    judged = _judged(rows)
+    keys = rows.select(["benchmark", "stage", "judge"]).filter(judged)   # counted on three columns, not all
+    counts = keys.group_by(["benchmark", "stage"]).aggregate([("judge", "count_distinct")])
     several = counts.filter(pc.greater_equal(counts["judge_count_distinct"], 2))
-    group = pc.binary_join_element_wise(judged["benchmark"], judged["stage"], "\x1f")
+    if several.num_rows == 0:
+        return rows.slice(0, 0)
+    group = pc.binary_join_element_wise(rows["benchmark"], rows["stage"], "\x1f")
     wanted = pc.binary_join_element_wise(several["benchmark"], several["stage"], "\x1f")
-    return judged.filter(pc.fill_null(pc.is_in(group, wanted), False))
+    return rows.filter(pc.and_(judged, pc.fill_null(pc.is_in(group, wanted), False)))
 
 
 def judge_values(rows: pa.Table) -> pa.Table:
@@ -132,6 +134,18 @@ def cohen_kappa(a: list[float], b: list[float]) -> float:
     return (po - pe) / (1 - pe)
 
 
+def pearson(a: list[float], b: list[float]) -> Any:
+    from scipy import stats  # imported when a correlation is computed: ~1 s that most runs never need
+
+    return stats.pearsonr(a, b)
+
+
+def spearman(a: list[float], b: list[float]) -> Any:
+    from scipy import stats
+
+    return stats.spearmanr(a, b)
+
+
 def correlation(func: Any, a: list[float], b: list[float]) -> float | None:
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return None
@@ -151,8 +165,8 @@ def compare(judged_a: dict[Unit, tuple[float, str]], judged_b: dict[Unit, tuple[
         "kind": "binary" if binary else "scored", "n": len(shared),
         "percent_agreement": sum(x == y for x, y in zip(a, b)) / len(shared),
         "cohen_kappa": cohen_kappa(a, b) if binary else None,
-        "pearson": None if binary else correlation(stats.pearsonr, a, b),
-        "spearman": None if binary else correlation(stats.spearmanr, a, b),
+        "pearson": None if binary else correlation(pearson, a, b),
+        "spearman": None if binary else correlation(spearman, a, b),
     }
 
 
@@ -218,7 +232,7 @@ def panel_row(judges: dict[str, dict[Unit, tuple[float, str]]], pairs: list[tupl
     correlations = []
     for judge_a, judge_b, _ in pairs:
         common = sorted(set(judges[judge_a]) & set(judges[judge_b]), key=repr)
-        found = correlation(stats.pearsonr, [judges[judge_a][u][0] for u in common],
+        found = correlation(pearson, [judges[judge_a][u][0] for u in common],
                             [judges[judge_b][u][0] for u in common])
         if found is not None:
             correlations.append(found)
@@ -258,6 +272,9 @@ def panel_name(members: list[str]) -> str:
 
 def without_panels(rows: pa.Table) -> pa.Table:
     """The rows of real judges (and subjects): a panel's rows are made from them, not judged."""
+    judges = pc.unique(rows["judge"]).drop_null()
+    if not pc.any(pc.starts_with(judges, "panel(")).as_py():
+        return rows   # no panel's rows: nothing to leave out (and no copy of every row)
     judge = pc.fill_null(rows["judge"], "")
     return rows.filter(pc.invert(pc.starts_with(judge, "panel(")))
 

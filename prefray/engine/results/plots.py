@@ -44,6 +44,8 @@ from prefray.engine.rundir import RunDir
 MAX_FIGURES = 60
 PARALLEL_FROM = 12  # figures per drawing process, at least
 FORMATS = ("png", "svg")
+# zlib's fastest level: the same pixels, encoded faster; a run's figure files a few percent larger
+SAVE_OPTIONS = {"png": {"pil_kwargs": {"compress_level": 1}}}
 NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cell · 'no data': no value"
 
 
@@ -193,7 +195,7 @@ def _save(fig, path: Path, margins: dict[str, float] | None = None) -> list[Path
     written = []
     for fmt in FORMATS:
         target = path.with_name(f"{path.name}.{fmt}")
-        fig.savefig(target, dpi=110)
+        fig.savefig(target, dpi=110, **SAVE_OPTIONS.get(fmt, {}))
         written.append(target)
     _pyplot().close(fig)
     return written
@@ -453,18 +455,40 @@ def _draw_one(figure: Figure) -> list[Path]:
     return function(*args, **kwargs)
 
 
-def draw_all(figures: list[Figure], workers: int = 1) -> list[Path]:
-    """Draw `figures`, in `workers` processes when more than one (each figure is drawn whole by one
+def draw_all(figures: list[Figure], workers: int = 1, pool: ProcessPoolExecutor | None = None) -> list[Path]:
+    """Draw `figures`, in `workers` processes when more than one: in `pool` if given (started
+    earlier: `drawing_pool`), else in processes started now (each figure is drawn whole by one
     process, so its files are the same either way); returns the files written, in figure order."""
     if workers <= 1 or len(figures) < 2:
         return _draw_many(figures)
     workers = min(workers, len(figures))
     shares = [figures[k::workers] for k in range(workers)]
-    # spawned, not forked: the caller may hold Ray's and the event loop's threads
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        drawn = list(pool.map(_draw_one_share, shares))
+    if pool is None:
+        with _spawned(workers) as started:
+            return draw_all(figures, workers, started)
+    drawn = list(pool.map(_draw_one_share, shares))
     by_figure = {k + workers * i: paths for k, share in enumerate(drawn) for i, paths in enumerate(share)}
     return [path for index in range(len(figures)) for path in by_figure[index]]
+
+
+def _spawned(processes: int) -> ProcessPoolExecutor:
+    # spawned, not forked: the caller may hold Ray's and the event loop's threads
+    return ProcessPoolExecutor(processes, mp_context=get_context("spawn"))
+
+
+def drawing_pool() -> ProcessPoolExecutor:
+    """Processes for `write_plots` to draw in (one per core), started now and importing matplotlib
+    at once, so that their start (~1 s of Python and imports each) overlaps the work before the
+    figures (a run's metrics) instead of delaying them. The caller shuts them down."""
+    processes = os.cpu_count() or 1
+    pool = _spawned(processes)
+    for _ in range(processes):
+        pool.submit(_import_pyplot)
+    return pool
+
+
+def _import_pyplot() -> None:
+    _pyplot()
 
 
 def _draw_many(figures: list[Figure]) -> list[Path]:
@@ -484,10 +508,11 @@ def plot_workers(figures: int) -> int:
 
 def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
                 orders: dict[str, Sequence[str]] | None = None, workers: int | None = None,
-                breakdowns: bool = True) -> list[Path]:
+                breakdowns: bool = True, pool: ProcessPoolExecutor | None = None) -> list[Path]:
     """Every figure of the run in every format (the breakdown bars only with `breakdowns`); returns
     the files written. `orders`: each benchmark's condition order (condition_orders); `workers`:
-    processes drawing them (default: plot_workers). A figure whose inputs and drawing code are those
+    processes drawing them (default: plot_workers); `pool`: the other processes, started earlier
+    (`drawing_pool`). A figure whose inputs and drawing code are those
     it was last drawn from, with its files still there, is not drawn again (plots/.drawn.json keeps
     each figure's fingerprint)."""
     folder = RunDir(run_dir).plots
@@ -497,7 +522,7 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
     prints = [figure_print(figure) for figure in figures]
     stale = [figure for figure, mark in zip(figures, prints)
              if drawn.get(_stem(figure)) != mark or not all(p.exists() for p in figure_files(figure))]
-    draw_all(stale, plot_workers(len(stale)) if workers is None else workers)
+    draw_all(stale, plot_workers(len(stale)) if workers is None else workers, pool)
     _write_drawn(folder, {**drawn, **{_stem(f): mark for f, mark in zip(figures, prints)}})
     return [path for figure in figures for path in figure_files(figure)]
 

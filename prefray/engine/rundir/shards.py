@@ -337,6 +337,11 @@ def latest_attempts(table: pa.Table) -> pa.Table:
     benchmark, then unit: each benchmark's rows are one contiguous slice)."""
     if table.num_rows == 0:
         return table
+    return table.take(best_attempts_order(table))
+
+
+def best_attempts_order(table: pa.Table) -> pa.Array:
+    """The positions of `latest_attempts(table)`'s rows in `table`, in its order."""
     ok_rank = pc.equal(table["status"], "ok").cast(pa.int32())
     keys = pa.table({"benchmark": table["benchmark"] if "benchmark" in table.column_names else pa.nulls(table.num_rows),
                      "unit_id": table["unit_id"], "_ok": ok_rank, "attempt": table["attempt"]})
@@ -345,4 +350,23 @@ def latest_attempts(table: pa.Table) -> pa.Table:
     ids = pc.take(table["unit_id"], order).combine_chunks()
     previous = pa.concat_arrays([pa.nulls(1, ids.type), ids.slice(0, len(ids) - 1)])
     first_of_unit = pc.fill_null(pc.not_equal(ids, previous), True)
-    return table.take(pc.filter(order, first_of_unit))
+    return pc.filter(order, first_of_unit)
+
+
+def take_columns(columns: dict[str, pa.ChunkedArray], indices: pa.Array, schema: pa.Schema) -> pa.Table:
+    """`Table.take(indices)` of the table of `columns` (`schema`), the dict emptied as it goes: each
+    column is taken, then let go, so the rows read and their reordered copy are not both held whole
+    (unless the caller holds them elsewhere)."""
+    taken, freed = [], 0
+    for name in schema.names:
+        column = columns.pop(name)
+        taken.append(column.take(indices))
+        freed += column.nbytes
+        del column
+        if freed >= TRIM_BYTES:   # columns let go: their pages back to the system (a trim costs ~10 ms)
+            pa.default_memory_pool().release_unused()
+            freed = 0
+    return pa.Table.from_arrays(taken, schema=schema)
+
+
+TRIM_BYTES = 32 << 20
