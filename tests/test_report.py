@@ -12,7 +12,8 @@ import pytest
 
 from prefray import app
 from prefray.app.report import paper_tables
-from prefray.engine.results.paper_tables import Column, PaperTable, fill, latex, markdown
+from prefray.engine.results.paper_tables import fill, latex, markdown
+from prefray.sdk.tables import Column, PaperTable
 
 SCHEMA = pa.schema([("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()),
                     ("judge", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),

@@ -35,11 +35,9 @@ from prefray.benchmarks.benchpres.tables import (
 )
 from prefray.benchmarks.benchpres.templates import fill, template_problems
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
-from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows
-from prefray.engine.prompts import check_prompt_overrides
-from prefray.engine.results.plots import CellsSpec, ScatterSpec
-from prefray.engine.results.stats import Comparison
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import Benchmark, ChatRequest, Comparison, DataError, Job, Stage, StageContext, WorkUnit, metric_rows
+from prefray.sdk.figures import CellsSpec, ScatterSpec
+from prefray.sdk.prompts import check_prompt_overrides
 
 PROMPTS = Path(__file__).parent / "prompts"
 

@@ -47,12 +47,22 @@ from prefray.benchmarks.cupid.scoring import (
     parse_score,
 )
 from prefray.benchmarks.cupid.units import cupid_unit_scores
-from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows, parsed
-from prefray.engine.failures import is_model_failure
-from prefray.engine.results.combined import Combined
-from prefray.engine.results.plots import MetricsSpec
-from prefray.engine.results.stats import Comparison
-from prefray.engine.types import ChatRequest, WorkUnit, cache_through
+from prefray.sdk import (
+    Benchmark,
+    ChatRequest,
+    Combined,
+    Comparison,
+    DataError,
+    Job,
+    Stage,
+    StageContext,
+    WorkUnit,
+    metric_rows,
+    parsed,
+)
+from prefray.sdk.failures import is_model_failure
+from prefray.sdk.figures import MetricsSpec
+from prefray.sdk.prompts import cache_through
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")

@@ -19,9 +19,8 @@ from prefray.benchmarks.prisk.metrics import (
     without_units,
 )
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark, DataError, Job, Stage, metric_rows
-from prefray.engine.prompts import check_prompt_overrides
-from prefray.engine.results.stats import Comparison
+from prefray.sdk import UNIT_SCORE_SCHEMA, Benchmark, Comparison, DataError, Job, Stage, metric_rows
+from prefray.sdk.prompts import check_prompt_overrides
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 

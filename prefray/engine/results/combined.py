@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from prefray.engine.hooks import Combined
 from prefray.engine.results.stats import (
     GROUP_KEYS,
     INTERVAL_SCHEMA,
@@ -34,17 +34,6 @@ from prefray.engine.results.stats import (
 )
 
 DEFAULT = BootstrapSettings()
-
-
-@dataclass(frozen=True)
-class Combined:
-    """A metric named `name` = combine(mean of each input metric's units), e.g.
-    Combined("F1", ("precision", "recall"), f1_of_means). `combine` takes the inputs' means as
-    numpy arrays (one value each, or one per resample) and returns an array of the same shape."""
-
-    name: str
-    inputs: tuple[str, ...]
-    combine: Callable[..., np.ndarray]
 
 
 Stacked = tuple[list[Any], np.ndarray, np.ndarray]   # cluster ids, Σ values and units per input × cluster
