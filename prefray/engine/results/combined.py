@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from prefray.engine.benchmark import Benchmark
 from prefray.engine.hooks import Combined
 from prefray.engine.results.stats import (
     GROUP_KEYS,
@@ -127,8 +128,11 @@ def combined_delta_ci(a: Sequence[Totals | None], b: Sequence[Totals | None], co
     return Interval(estimate, low, high, len(shared), units)
 
 
-def declared(benchmarks: dict[str, Any], name: str) -> list[Combined]:
-    return list(getattr(benchmarks.get(name), "combined_metrics", ()) or ())
+def declared(benchmarks: dict[str, Benchmark], name: str) -> list[Combined]:
+    """The combined metrics benchmark `name` declares (`Benchmark.combined_metrics`); none when the
+    run has no such benchmark."""
+    benchmark = benchmarks.get(name)
+    return [] if benchmark is None else list(benchmark.combined_metrics)
 
 
 def combined_intervals(scores: pa.Table, benchmarks: dict[str, Any],
