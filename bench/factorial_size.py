@@ -27,7 +27,7 @@ TERMS = ("memory", "interaction")
 
 
 def records(rng: random.Random, queries: int, personas: int) -> list[dict]:
-    """IRP judge rows of one null dataset (as tests/test_prisk_factorial.py's `prisk_records`)."""
+    """IRP judge rows of one null dataset (as prisk/tests/test_prisk_factorial.py's `prisk_records`)."""
     rows = []
 
     def judged(condition: str, item: str, persona: str, answer: str, score: float) -> None:

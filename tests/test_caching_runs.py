@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_benchpres import HUB_PREFS
+from prefray.benchmarks.benchpres.tests.test_benchpres import HUB_PREFS
 from tests.test_reliability_ledger import server_dollars
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, _port_open, command_here, free_port, launch_here, start_fake_server
+
+from tests.conftest import ROOT, _port_open, command_here, free_port, launch_here, start_fake_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.e2e

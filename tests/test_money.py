@@ -115,7 +115,7 @@ def test_rerun_sends_exactly_the_failed_units(run_cli, make_fake_server, tmp_pat
 
 @pytest.mark.e2e
 def test_rejudge_sends_no_generation_and_matches_expectation(run_cli, fake_server, tmp_path):
-    from tests.test_spine_sweep import expected_rates
+    from tests.test_sweep_two_sdks import expected_rates
 
     run_dir = tmp_path / "run"
     run_cli("benchmark=benchpres", "model=fake", "judge=fake", *fake_server.model_overrides(),

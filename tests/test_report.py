@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from prefray import app
-from prefray.app.report import paper_tables
-from prefray.engine.results.paper_tables import Column, PaperTable, fill, latex, markdown
+from prefray.engine.results.paper_tables import fill, latex, markdown
+from prefray.sdk.tables import Column, PaperTable
 
 SCHEMA = pa.schema([("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()),
                     ("judge", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),
@@ -70,19 +70,19 @@ def test_the_three_papers_layouts():
     from prefray.benchmarks.cupid import BENCHMARK as cupid
     from prefray.benchmarks.prisk import IRP, NARROWING
 
-    (bp,) = paper_tables(benchpres)
+    (bp,) = benchpres.paper_tables
     assert [(c.header, c.metric, c.condition) for c in bp.columns] == [
         ("MR", "MR", "default"), ("AAR", "AAR", "default"), ("AAR - MR", "AAR-MR", "default")]
-    (cu,) = paper_tables(cupid)
+    (cu,) = cupid.paper_tables
     assert [c.group for c in cu.columns[::3]] == ["All Instances", "Consistent", "Contrastive", "Changing",
                                                   "Oracle Setting"]
     assert cu.columns[5].metric == "F1[instance_type=consistent]" and cu.columns[-1].condition == "oracle"
-    pr, mitigation = paper_tables(IRP)
+    pr, mitigation = IRP.paper_tables
     assert [c.condition for c in pr.columns[:4]] == ["base", "profile", "retrieval", "profile_retrieval"]
     assert {c.benchmark for c in pr.columns} == {"prisk_irp", "prisk_narrowing", "prisk_sycophancy"}
     assert all(c.best == "min" for c in pr.columns)   # "Bold number is the lowest value in the column"
     assert mitigation.name == "prisk_table4"
-    assert paper_tables(NARROWING) == (pr, mitigation)  # the three PRISK benchmarks share the tables
+    assert tuple(NARROWING.paper_tables) == (pr, mitigation)  # the three PRISK benchmarks share the tables
 
 
 def write_run(run_dir: Path, metrics: pa.Table) -> Path:

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, _port_open, free_port
 
 from prefray.fakellm.answers import answer_text
+from tests.conftest import ROOT, _port_open, free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SAMPLE = ROOT / "prefray/benchmarks/benchpres/sample/benchpres_sample.jsonl"

@@ -23,13 +23,13 @@ from urllib.parse import quote
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from conftest import ROOT, _port_open, free_port
 from test_view import _row, build_run
 from yarl import URL
 
 from prefray.engine.rundir.shards import job_dir, write_shard
 from prefray.view.data import PAGE_SIZE, RunData
 from prefray.view.server import Limits, allowed_host, make_app
+from tests.conftest import ROOT, _port_open, free_port
 
 SECRET = "OTHER-RUN-CONTENT"  # in the other run's texts, never in a request (error lines echo requests)
 CELL = {"benchmark": "bench", "model": "m", "condition": "c", "judge": "fj"}

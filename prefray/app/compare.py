@@ -155,7 +155,7 @@ def compare_all(runs: list[LoadedRun], args: argparse.Namespace) -> tuple[pa.Tab
     first, *others = runs
     tables, sharings = [], []
     for other in others:
-        combined = {name: getattr(b, "combined_metrics", ()) for name, b in first.benchmarks.items()}
+        combined = {name: b.combined_metrics for name, b in first.benchmarks.items()}
         table, sharing = compare_rows(first.rows, other.rows, first.scores, other.scores, args.across, settings,
                                       (first.name, other.name), args.breakdowns, combined)
         tables.append(table)

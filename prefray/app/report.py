@@ -9,17 +9,15 @@ neither is given), into DIR (default RUN_DIR/tables/). A table that marks rows b
 config (BenchPreS Table 1: * on non-reasoning models, `reasoning: false`) reads the configs the run
 recorded.
 
-A benchmark declares its tables as `paper_tables` on its object, or as `PAPER_TABLES` in a module
-`paper_tables` beside it (prefray/benchmarks/*/paper_tables.py); see prefray.engine.results.paper_tables.
+A benchmark declares its tables as `paper_tables` on its object (`Benchmark.paper_tables`, of
+`prefray.sdk.tables.PaperTable`); see prefray.engine.results.paper_tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
-from typing import Any
 
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
@@ -34,24 +32,6 @@ def parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--markdown", action="store_true", help="write NAME.md for each table")
     parser.add_argument("--out", type=Path, metavar="DIR", help="where to write (default RUN_DIR/tables/)")
     return parser
-
-
-def paper_tables(benchmark: Any) -> tuple:
-    """The tables a benchmark declares: its `paper_tables`, else PAPER_TABLES of its package's
-    `paper_tables` module, else none."""
-    declared = getattr(benchmark, "paper_tables", None)
-    if declared is not None:
-        return tuple(declared)
-    package = type(benchmark).__module__.rpartition(".")[0]
-    if not package:
-        return ()
-    try:
-        module = importlib.import_module(f"{package}.paper_tables")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{package}.paper_tables":
-            raise
-        return ()
-    return tuple(getattr(module, "PAPER_TABLES", ()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     models = {cfg["model"]["name"]: cfg["model"] for cfg in configs if isinstance(cfg.get("model"), dict)}
     tables = {}
     for name in sorted(benchmarks):
-        for table in paper_tables(benchmarks[name]):
+        for table in benchmarks[name].paper_tables:
             tables.setdefault(table.name, table)
     if not tables:
         return _refuse(f"{args.run_dir}: no benchmark of this run ({', '.join(sorted(benchmarks))}) declares a "

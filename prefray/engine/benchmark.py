@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from prefray.engine.hooks import Combined, Comparison, FigureSpec, PaperTable
 from prefray.engine.types import ModelSpec, WorkUnit
+
+if TYPE_CHECKING:  # judgecheck builds on this module (Job, Stage)
+    from prefray.engine.judgecheck import JudgeCheck
 
 
 class DataError(Exception):
@@ -98,22 +102,27 @@ class Stage:
 class Benchmark:
     """Base class of every benchmark: every hook the engine may call, with its default.
 
-    A subclass gives `name`, `load`, `stages` and `metrics`; the rest is optional."""
+    A subclass gives `name`, `load`, `stages` and `metrics`; the rest is optional. The values the
+    hooks declare are the types of engine/hooks.py, exported by `prefray.sdk` (and its `tables`,
+    `figures` and `judgecheck` submodules); the engine reads them from the object and nowhere else."""
 
     name: str = ""
-    # Paired differences with bootstrap intervals (deltas.csv), e.g. Comparison("condition", "a", "b")
-    # (prefray.engine.results.stats.Comparison); every pair of judges is compared as well.
-    comparisons: Sequence[Any] = ()
+    # Paired differences with bootstrap intervals (deltas.csv), e.g. Comparison("condition", "a", "b");
+    # every pair of judges is compared as well.
+    comparisons: Sequence[Comparison] = ()
     # Metrics computed from the means of other metrics' units, with intervals and deltas recomputed
-    # from resampled means (prefray.engine.results.combined.Combined), e.g. CUPID's F1 of mean P and R.
-    combined_metrics: Sequence[Any] = ()
-    # Figures drawn beside the default ones (prefray.engine.results.plots: ScatterSpec, MetricsSpec, ...).
-    figures: Sequence[Any] = ()
+    # from resampled means, e.g. CUPID's Combined("F1", ("precision", "recall"), f1_of_means).
+    combined_metrics: Sequence[Combined] = ()
+    # Figures drawn beside the default ones (prefray.sdk.figures: ScatterSpec, MetricsSpec, CellsSpec).
+    figures: Sequence[FigureSpec] = ()
     # The order of conditions in figures (the others follow, sorted).
     condition_order: Sequence[str] = ()
-    # What `prefray judge-check` rates against people's labels (a prefray.engine.judgecheck.JudgeCheck);
+    # What `prefray judge-check` rates against people's labels (prefray.sdk.judgecheck.JudgeCheck);
     # None: the benchmark has no judge check.
-    judge_check: Any = None
+    judge_check: JudgeCheck | None = None
+    # The paper's headline tables that `prefray report` writes (prefray.sdk.tables.PaperTable); a
+    # table with the same name declared by several benchmarks of a run is written once.
+    paper_tables: Sequence[PaperTable] = ()
 
     def load(self, job: Job) -> Sequence[Any]:
         """Read and validate the job's dataset (first `job.limit` instances); raise DataError.

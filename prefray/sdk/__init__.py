@@ -10,6 +10,11 @@
   computed from other metrics' means (e.g. an F1 of mean precision and recall), declared in
   `combined_metrics`, whose interval recomputes it from resampled means.
 
+The rest of what a benchmark may use sits in submodules: `prefray.sdk.tables` (its paper's tables),
+`prefray.sdk.figures`, `prefray.sdk.judgecheck`, `prefray.sdk.failures` (the failure policy),
+`prefray.sdk.prompts` and `prefray.sdk.data`. The built-in benchmarks reach the engine through these
+alone (an import contract in pyproject.toml holds them to it).
+
 A benchmark is registered under the `prefray.benchmarks` entry point group; docs/add-a-benchmark.md
 walks through `examples/stated_preference`.
 """
@@ -26,8 +31,7 @@ from prefray.engine.benchmark import (
     metric_rows,
     parsed,
 )
-from prefray.engine.results.combined import Combined
-from prefray.engine.results.stats import Comparison
+from prefray.engine.hooks import Combined, Comparison
 from prefray.engine.types import ChatRequest, WorkUnit
 from prefray.sdk.rubric import Item, RubricBenchmark, assistant, read_items, user
 

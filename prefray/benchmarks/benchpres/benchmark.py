@@ -17,6 +17,7 @@ from prefray.benchmarks.benchpres.conditions import apply_condition
 from prefray.benchmarks.benchpres.data import Instance, load_instances
 from prefray.benchmarks.benchpres.judge_check import PREFERENCE_JUDGE_CHECK
 from prefray.benchmarks.benchpres.metrics import benchpres_metrics, completeness_metrics
+from prefray.benchmarks.benchpres.paper_tables import PAPER_TABLES
 from prefray.benchmarks.benchpres.render import context_key, memory_layout
 from prefray.benchmarks.benchpres.scoring import (
     COMPLETENESS_SCHEMA,
@@ -35,11 +36,9 @@ from prefray.benchmarks.benchpres.tables import (
 )
 from prefray.benchmarks.benchpres.templates import fill, template_problems
 from prefray.benchmarks.benchpres.units import profiles_by_instance, unit_score_table
-from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows
-from prefray.engine.prompts import check_prompt_overrides
-from prefray.engine.results.plots import CellsSpec, ScatterSpec
-from prefray.engine.results.stats import Comparison
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import Benchmark, ChatRequest, Comparison, DataError, Job, Stage, StageContext, WorkUnit, metric_rows
+from prefray.sdk.figures import CellsSpec, ScatterSpec
+from prefray.sdk.prompts import check_prompt_overrides
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -101,6 +100,8 @@ class BenchPreS(Benchmark):
     name = "benchpres"
     # `prefray judge-check benchmark=benchpres`: the preference judge against people (judge_check.py)
     judge_check = PREFERENCE_JUDGE_CHECK
+    # `prefray report`: Table 1 (paper_tables.py)
+    paper_tables = PAPER_TABLES
     # The paper's main figure (Figure 1): AAR against MR per model × condition, the ideal point at
     # MR 0, AAR 1, and the y = x line where a model applies preferences regardless of context.
     # Figures 4 and 5 (below) are drawn when the run has their models and conditions. The paper

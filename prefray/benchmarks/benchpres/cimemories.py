@@ -42,7 +42,7 @@ from prefray.benchmarks.benchpres.render import (
     task_template,
 )
 from prefray.benchmarks.benchpres.scoring import nickname_of
-from prefray.engine.benchmark import DataError
+from prefray.sdk import DataError
 
 CONTEXTS_PATH = Path(__file__).parent / "sample" / "contexts.csv"
 _VALUE_TYPES = (str, int, float, bool, list, type(None))

@@ -17,8 +17,8 @@ from typing import Any
 
 from prefray.benchmarks.benchpres.data import Instance
 from prefray.benchmarks.benchpres.render import memory_item_template, one_line
-from prefray.engine.benchmark import DataError
-from prefray.engine.prompts import read_prompt
+from prefray.sdk import DataError
+from prefray.sdk.prompts import read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 _MEMORY_BLOCK = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)

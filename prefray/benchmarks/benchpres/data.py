@@ -17,8 +17,8 @@ from typing import Any
 
 from prefray.benchmarks.benchpres.categories import CATEGORIES, derive_categories
 from prefray.benchmarks.benchpres.scoring import nickname_of
-from prefray.engine.benchmark import DataError
-from prefray.engine.datafiles import read_hub_split, read_records
+from prefray.sdk import DataError
+from prefray.sdk.data import read_hub_split, read_records
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "benchpres_sample.jsonl"
 PROFILES_PATH = Path(__file__).parent / "sample" / "profiles.yaml"

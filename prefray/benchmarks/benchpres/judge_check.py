@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, parse_verdict
-from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
+from prefray.sdk.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
 
 LABELS = {"yes": 1.0, "no": 0.0, "applied": 1.0, "not applied": 0.0, "true": 1.0, "false": 0.0}
 

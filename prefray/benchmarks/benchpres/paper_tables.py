@@ -3,7 +3,7 @@ under the default condition, in percent; bold: the lowest MR, the highest AAR an
 asterisk after a non-reasoning model, as the paper marks them ("Asterisk (*) indicates non-reasoning
 models"), read from the model's config (`reasoning: false`)."""
 
-from prefray.engine.results.paper_tables import Column, PaperTable, RowMark
+from prefray.sdk.tables import Column, PaperTable, RowMark
 
 NON_REASONING = RowMark(
     symbol="*", key="reasoning", value=False,

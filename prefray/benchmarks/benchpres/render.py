@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from prefray.benchmarks.benchpres.templates import fill_text
-from prefray.engine.benchmark import DataError
-from prefray.engine.prompts import read_prompt
+from prefray.sdk import DataError
+from prefray.sdk.prompts import read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 MEMORY_LAYOUTS = ("knowledge", "tagged")

@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from prefray.engine.benchmark import ParseError
+from prefray.sdk import ParseError
 
 # The judge writes a short rationale first, then its verdict (shown side by side in the viewer).
 VERDICT_SCHEMA = {

@@ -31,9 +31,9 @@ import pyarrow.json as pajson
 
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA
 from prefray.benchmarks.benchpres.scoring import nickname_decisions
-from prefray.engine.benchmark import parsed
-from prefray.engine.failures import failure_classes
-from prefray.engine.memo import per_table
+from prefray.sdk import parsed
+from prefray.sdk.data import per_table
+from prefray.sdk.failures import failure_classes
 
 JUDGED_STAGES = ("judge", "completeness")
 # The fields of a verdict and of a completeness score that the tables read.

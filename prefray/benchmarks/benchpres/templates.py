@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.prompts import prompt_overrides, prompt_path, read_prompt
+from prefray.sdk.prompts import prompt_overrides, prompt_path, read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 TASK = frozenset({"memory", "memories", "recipient", "task"})

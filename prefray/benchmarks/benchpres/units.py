@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prefray.benchmarks.benchpres.tables import generation_meta_values
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+from prefray.sdk import UNIT_SCORE_SCHEMA
 
 
 def profiles_by_instance(rows: pa.Table) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from prefray.benchmarks.cupid.data import INSTANCE_TYPES, Instance, load_instances, oracle_indices
 from prefray.benchmarks.cupid.judge_check import MATCHER_CHECK
 from prefray.benchmarks.cupid.metrics import cupid_metrics, instance_f1
+from prefray.benchmarks.cupid.paper_tables import PAPER_TABLES
 from prefray.benchmarks.cupid.prompting import (
     check_prompts,
     decompose_messages,
@@ -47,12 +48,22 @@ from prefray.benchmarks.cupid.scoring import (
     parse_score,
 )
 from prefray.benchmarks.cupid.units import cupid_unit_scores
-from prefray.engine.benchmark import Benchmark, DataError, Job, Stage, StageContext, metric_rows, parsed
-from prefray.engine.failures import is_model_failure
-from prefray.engine.results.combined import Combined
-from prefray.engine.results.plots import MetricsSpec
-from prefray.engine.results.stats import Comparison
-from prefray.engine.types import ChatRequest, WorkUnit, cache_through
+from prefray.sdk import (
+    Benchmark,
+    ChatRequest,
+    Combined,
+    Comparison,
+    DataError,
+    Job,
+    Stage,
+    StageContext,
+    WorkUnit,
+    metric_rows,
+    parsed,
+)
+from prefray.sdk.failures import is_model_failure
+from prefray.sdk.figures import MetricsSpec
+from prefray.sdk.prompts import cache_through
 
 HISTORIES = ("all", "oracle", "none")
 TASKS = ("inference", "generation")
@@ -92,6 +103,8 @@ class Cupid(Benchmark):
                            slices=INSTANCE_TYPES)]
     # `prefray judge-check benchmark=cupid`: the matcher against people (judge_check.py)
     judge_check = MATCHER_CHECK
+    # `prefray report`: Table 1 (paper_tables.py)
+    paper_tables = PAPER_TABLES
 
     def load(self, job: Job) -> Sequence[Instance]:
         mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.benchmark import DataError
-from prefray.engine.datafiles import read_hub_split, read_records
+from prefray.sdk import DataError
+from prefray.sdk.data import read_hub_split, read_records
 
 SAMPLE_PATH = Path(__file__).parent / "sample" / "cupid_sample.jsonl"
 INSTANCE_TYPES = ("consistent", "contrastive", "changing")

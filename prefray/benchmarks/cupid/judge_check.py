@@ -21,9 +21,8 @@ import pyarrow.compute as pc
 
 from prefray.benchmarks.cupid.prompting import match_messages, rematch_message
 from prefray.benchmarks.cupid.scoring import match_schema, parse_match
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.judgecheck import CheckGroup
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
+from prefray.sdk.judgecheck import CheckGroup
 
 LABELS = {"fully": 1.0, "partially": 0.5, "not": 0.0,
           "fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}

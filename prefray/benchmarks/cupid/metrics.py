@@ -22,7 +22,7 @@ averaged there: it is left out of that metric's `n` and counted in its `excluded
 item is NaN, and so is F1_pooled then.
 Generation: `alignment` = mean judge score over scored instances.
 
-Failures follow `prefray.engine.failures`. Each instance of a task ends in one outcome:
+Failures follow `prefray.sdk.failures`. Each instance of a task ends in one outcome:
 - scored;
 - model failure: the evaluated model overflowed its context or its inference stayed unreadable or
   empty after the re-ask. Scored as the reference scores it: an inference counts as an empty

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from prefray.engine.failures import FAILURE_CLASSES, failure_classes
-from prefray.engine.memo import per_table
+from prefray.sdk.data import per_table
+from prefray.sdk.failures import FAILURE_CLASSES, failure_classes
 
 SUBJECT_STAGES = ("summarize", "infer", "generate")
 STAGES = ("summarize", "infer", "decompose", "match", "rematch", "generate", "judge")

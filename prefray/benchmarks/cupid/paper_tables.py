@@ -4,7 +4,7 @@ inference task over all instances, per instance type (condition full) and in the
 instances and F1 = 2PR/(P+R) of those means (metric `F1`, as every triple of the paper's Tables 1,
 9 and 11); the mean of per-instance F1 is `F1_instance_mean` in metrics.csv, not in this table."""
 
-from prefray.engine.results.paper_tables import Column, PaperTable
+from prefray.sdk.tables import Column, PaperTable
 
 
 def _prf(group: str, condition: str, slice_: str = "") -> tuple[Column, ...]:

@@ -1,7 +1,7 @@
 """CUPID prompts: every request text is built here from the files in `prompts/`.
 
 Each file can be replaced for a run with `benchmark.prompts.<name>=PATH` (the file's stem, e.g.
-`benchmark.prompts.match=/path/to/my_matcher.txt`), read through `prefray.engine.prompts`. A
+`benchmark.prompts.match=/path/to/my_matcher.txt`), read through `prefray.sdk.prompts`. A
 replacement may use the placeholders of the file it replaces (see PLACEHOLDERS) and also the names
 the public reference code uses for the same values (ALIASES), so its prompts can be dropped in.
 Files in RAW are inserted verbatim (no placeholders, braces need no escaping).
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.benchmarks.cupid.data import Session
-from prefray.engine.prompts import check_prompt_overrides, prompt_overrides, read_prompt
+from prefray.sdk.prompts import check_prompt_overrides, prompt_overrides, read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 Settings = Mapping[str, Any] | None

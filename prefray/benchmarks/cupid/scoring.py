@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from prefray.engine.benchmark import ParseError
+from prefray.sdk import ParseError
 
 MAX_CHECKLIST = 4
 COVERAGE = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}

@@ -3,7 +3,7 @@
 `precision`, `recall` and `F1_instance_mean` are means of per-instance values (see `metrics`): one
 unit per counted instance (scored or model failure), carrying its P_i, R_i, F1_i. `F1` is not a mean
 of units but 2 P̄ R̄ / (P̄ + R̄) of the precision and recall means: the benchmark declares it as a
-combined metric (prefray.engine.results.combined), whose interval resamples personas and recomputes
+combined metric (prefray.sdk.Combined), whose interval resamples personas and recomputes
 the F1 of the resampled means from these precision and recall units. The pooled ratios (Σ rated items ÷
 Σ items) get item units instead: an instance contributes its k inferred items (each carrying the
 instance's mean rating) to `precision_pooled` and its t true items to `recall_pooled`, so the cluster
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from prefray.benchmarks.cupid.metrics import instance_f1, instance_ratios
 from prefray.benchmarks.cupid.outcomes import MODEL_FAILURE, SCORED, instance_outcomes
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+from prefray.sdk import UNIT_SCORE_SCHEMA
 
 METRICS = ("precision_pooled", "recall_pooled", "alignment", "precision", "recall", "F1_instance_mean")
 

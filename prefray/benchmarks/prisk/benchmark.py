@@ -18,10 +18,10 @@ from prefray.benchmarks.prisk.metrics import (
     unit_rows,
     without_units,
 )
+from prefray.benchmarks.prisk.paper_tables import PAPER_TABLES
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark, DataError, Job, Stage, metric_rows
-from prefray.engine.prompts import check_prompt_overrides
-from prefray.engine.results.stats import Comparison
+from prefray.sdk import UNIT_SCORE_SCHEMA, Benchmark, Comparison, DataError, Job, Stage, metric_rows
+from prefray.sdk.prompts import check_prompt_overrides
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
 
@@ -36,6 +36,9 @@ class PriskBenchmark(Benchmark):
     comparisons.append(Comparison("condition", "reflection", "profile_retrieval", pair_on=query_of))
     # figures: the four factorial conditions side by side in the paper's order, then reflection
     condition_order = ("base", *PERSONALIZED)
+    # `prefray report`: Tables 2 and 4 (paper_tables.py), whose columns span the three sub-benchmarks;
+    # each declares them, and a run writes each table once
+    paper_tables = PAPER_TABLES
 
     # the stages whose answer text a metric reads (aggregation reads no other row's text)
     text_stages: tuple[str, ...] = ()

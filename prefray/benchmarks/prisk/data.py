@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.benchmark import DataError
+from prefray.sdk import DataError
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 ATTRIBUTES = ("age", "gender", "marital_status", "profession", "economic_status", "education",

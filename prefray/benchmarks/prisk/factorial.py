@@ -37,7 +37,7 @@ The criterion is minimised over the relative variances θ_k² (SLSQP, bounded be
 standard deviations θ_k its slope at θ_k = 0 is 0, so the gradient method used before stopped at a
 component it had driven to 0, short of the optimum, and some of its steps went so far out that the
 factorization failed. statsmodels' MixedLM fits the same model (one group, the intercepts as
-variance components) but with dense matrices: minutes at that size. tests/test_prisk_factorial.py
+variance components) but with dense matrices: minutes at that size. prisk/tests/test_prisk_factorial.py
 checks that both agree.
 """
 

@@ -51,9 +51,8 @@ from prefray.benchmarks.prisk.pipeline import (
     template,
 )
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
-from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.failures import is_model_failure
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
+from prefray.sdk.failures import is_model_failure
 
 
 def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str, settings: Any = None) -> str:

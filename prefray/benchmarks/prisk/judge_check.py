@@ -19,9 +19,8 @@ import pyarrow as pa
 
 from prefray.benchmarks.prisk.pipeline import params
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, parse_score
-from prefray.engine.benchmark import Job, Stage, StageContext
-from prefray.engine.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
+from prefray.sdk.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
 
 
 class IrpJudgeCheck:

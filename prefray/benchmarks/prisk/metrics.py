@@ -18,7 +18,7 @@ import pyarrow as pa
 from scipy.stats import fisher_exact
 
 from prefray.benchmarks.prisk.scoring import normalise_score
-from prefray.engine.failures import class_counts
+from prefray.sdk.failures import class_counts
 
 SUBJECT_STAGES = ("reflect", "generate")
 
@@ -141,7 +141,7 @@ def judges_of(recs: list[dict[str, Any]], model: str, condition: str, stage: str
 
 
 def failure_metrics(rows: pa.Table) -> list[dict[str, Any]]:
-    """Rows by failure class (the engine's failure policy, prefray.engine.failures) per model,
+    """Rows by failure class (the engine's failure policy, prefray.sdk.failures) per model,
     condition and judge: `failures_model` (the evaluated model's rows, judge ""; scored as the
     model's answer), `failures_judge` (a judge's rows; excluded) and `failures_no_answer` (both;
     excluded); n = stored rows of that model, condition and judge."""

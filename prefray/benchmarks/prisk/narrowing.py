@@ -47,8 +47,7 @@ from prefray.benchmarks.prisk.scoring import (
     parse_useful,
     useful_schema,
 )
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 
 
 def inner_conditions(job: Job) -> list[Condition]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.metrics import Split, cluster_key, fisher_split, metric
-from prefray.engine.failures import is_model_failure
+from prefray.sdk.failures import is_model_failure
 
 
 def _latest(recs: list[dict[str, Any]], model: str) -> dict[str, dict[str, Any]]:

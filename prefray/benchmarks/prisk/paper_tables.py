@@ -13,7 +13,7 @@ Table 4 (mitigation): "before vs. after self-reflection under the profile + retr
 interval; n = the paired queries). IRP accuracy on the benchmark-adapted items is added beside the
 three dimensions."""
 
-from prefray.engine.results.paper_tables import Column, PaperTable
+from prefray.sdk.tables import Column, PaperTable
 
 CONDITIONS = (("Base", "base"), ("w/ Prof", "profile"), ("w/ Ret", "retrieval"), ("w/ Both", "profile_retrieval"))
 DIMENSIONS = (("IRP", "prisk_irp", "IRP_score[kind=synthetic]"), ("UIR", "prisk_narrowing", "NAR_UIR_union"),

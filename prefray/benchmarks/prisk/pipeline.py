@@ -10,7 +10,7 @@ Prompt order follows the paper (§3.2): the query comes first and the personal c
 to it; under profile+retrieval the context is the retrieved passages, then the profile. Under
 `profile_query` routing the router sees the joint [profile; query], as the retriever does.
 
-Every prompt is read through `prefray.engine.prompts.read_prompt`, so `benchmark.prompts.<name>=PATH`
+Every prompt is read through `prefray.sdk.prompts.read_prompt`, so `benchmark.prompts.<name>=PATH`
 replaces it for a run.
 """
 
@@ -25,9 +25,8 @@ from typing import Any
 from prefray.benchmarks.prisk.data import Instance, Item, Profile
 from prefray.benchmarks.prisk.retrieval import Passage, passages, retrieve, routing_query
 from prefray.benchmarks.prisk.scoring import ROUTE_SCHEMA, parse_route
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.prompts import prompt_path
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
+from prefray.sdk.prompts import prompt_path
 
 PROMPTS = Path(__file__).parent / "prompts"
 ItemMeta = Callable[[Item], dict[str, Any]]

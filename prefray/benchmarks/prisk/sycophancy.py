@@ -62,8 +62,7 @@ from prefray.benchmarks.prisk.pipeline import (
     template,
 )
 from prefray.benchmarks.prisk.scoring import ATTRIBUTION_SCHEMA, SCORE_SCHEMA, parse_attribution, parse_score
-from prefray.engine.benchmark import Job, Stage, StageContext, parsed
-from prefray.engine.types import ChatRequest, WorkUnit
+from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 
 REFERENCE_SEED = 7919
 VERDICTS = {"at_fault": "the person who wrote it was in the wrong."}

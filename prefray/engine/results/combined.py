@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from prefray.engine.benchmark import Benchmark
+from prefray.engine.hooks import Combined
 from prefray.engine.results.stats import (
     GROUP_KEYS,
     INTERVAL_SCHEMA,
@@ -34,17 +35,6 @@ from prefray.engine.results.stats import (
 )
 
 DEFAULT = BootstrapSettings()
-
-
-@dataclass(frozen=True)
-class Combined:
-    """A metric named `name` = combine(mean of each input metric's units), e.g.
-    Combined("F1", ("precision", "recall"), f1_of_means). `combine` takes the inputs' means as
-    numpy arrays (one value each, or one per resample) and returns an array of the same shape."""
-
-    name: str
-    inputs: tuple[str, ...]
-    combine: Callable[..., np.ndarray]
 
 
 Stacked = tuple[list[Any], np.ndarray, np.ndarray]   # cluster ids, Σ values and units per input × cluster
@@ -138,8 +128,11 @@ def combined_delta_ci(a: Sequence[Totals | None], b: Sequence[Totals | None], co
     return Interval(estimate, low, high, len(shared), units)
 
 
-def declared(benchmarks: dict[str, Any], name: str) -> list[Combined]:
-    return list(getattr(benchmarks.get(name), "combined_metrics", ()) or ())
+def declared(benchmarks: dict[str, Benchmark], name: str) -> list[Combined]:
+    """The combined metrics benchmark `name` declares (`Benchmark.combined_metrics`); none when the
+    run has no such benchmark."""
+    benchmark = benchmarks.get(name)
+    return [] if benchmark is None else list(benchmark.combined_metrics)
 
 
 def combined_intervals(scores: pa.Table, benchmarks: dict[str, Any],

@@ -15,41 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
-
-@dataclass(frozen=True)
-class Column:
-    header: str                    # e.g. "P", "w/ Prof"
-    metric: str                    # as in metrics.csv, e.g. "precision[instance_type=consistent]"
-    condition: str
-    benchmark: str | None = None   # None: the table's benchmark
-    group: str = ""                # spanning header, e.g. "Consistent"
-    best: Literal["max", "min"] | None = None
-    versus: str | None = None      # set: the paired difference `condition − versus` from deltas.parquet
-
-
-@dataclass(frozen=True)
-class RowMark:
-    """A symbol after the model's name on the rows whose model config holds `value` at `key`."""
-    symbol: str                    # e.g. "*"
-    key: str                       # a model config key, e.g. "reasoning"
-    value: Any                     # e.g. False
-    note: str                      # the symbol's meaning, printed under the table
-
-
-@dataclass(frozen=True)
-class PaperTable:
-    name: str                      # file stem, e.g. "benchpres_table1"
-    title: str                     # e.g. "BenchPreS Table 1"
-    caption: str
-    benchmark: str
-    columns: tuple[Column, ...]
-    scale: float = 1.0             # 100 prints rates stored as 0–1 as the paper's percentages
-    digits: int = 1
-    row_mark: RowMark | None = None
+from prefray.engine.hooks import PaperTable, RowMark
 
 
 @dataclass(frozen=True)

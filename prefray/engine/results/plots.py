@@ -32,13 +32,13 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from prefray.engine.hooks import CellsSpec, MetricsSpec, ScatterSpec
 from prefray.engine.rundir import RunDir
 
 MAX_FIGURES = 60
@@ -47,42 +47,6 @@ FORMATS = ("png", "svg")
 # zlib's fastest level: the same pixels, encoded faster; a run's figure files a few percent larger
 SAVE_OPTIONS = {"png": {"pil_kwargs": {"compress_level": 1}}}
 NOTE = "n = scored units · whiskers: 95% CI · hatched / hollow: incomplete cell · 'no data': no value"
-
-
-@dataclass(frozen=True)
-class ScatterSpec:
-    """A figure of metric `y` against metric `x`, one point per model × condition (× judge);
-    `diagonal` draws the dashed y = x line, `ideal` marks the best possible point."""
-
-    x: str
-    y: str
-    title: str = ""
-    diagonal: bool = False
-    ideal: tuple[float, float] | None = None
-    percent: bool = False  # rates drawn ×100
-
-
-@dataclass(frozen=True)
-class MetricsSpec:
-    """Several metrics side by side per slice of `dimension` (and "all": the headline values), one
-    figure per model × condition (× judge), e.g. precision, recall and F1 by instance type."""
-
-    metrics: tuple[str, ...]
-    dimension: str
-    title: str = ""
-    slices: tuple[str, ...] = ()  # the slices' order after "all" (others follow by name)
-
-
-@dataclass(frozen=True)
-class CellsSpec:
-    """`metrics` side by side (the x axis) for the model × condition `cells` (the bars, in order),
-    one figure per judge that scored every cell; no figure when a cell is missing from the run."""
-
-    metrics: tuple[str, ...]
-    cells: tuple[tuple[str, str], ...]
-    title: str
-    name: str
-    percent: bool = False  # rates drawn ×100
 
 
 def as_percent(row: dict) -> dict:

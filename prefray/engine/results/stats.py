@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+from prefray.engine.hooks import Comparison
 from prefray.engine.memo import per_table
 from prefray.engine.rundir import RunDir
 
@@ -100,7 +101,7 @@ def _bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSetti
 
 
 def _scipy_bootstrap(data: tuple[np.ndarray, ...], statistic, settings: BootstrapSettings) -> tuple[float, float]:
-    from scipy import stats
+    from scipy import stats  # imported here: scipy loads only when a non-percentile interval is asked
     result = stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=settings.n_resamples,
                              confidence_level=settings.confidence, method=settings.method,
                              rng=np.random.default_rng(settings.seed))
@@ -261,22 +262,6 @@ def paired_deltas(scores: pa.Table, column: str, a: str, b: str,
                         ("delta", pa.float64()), ("clusters", pa.int64()), ("ci_low", pa.float64()),
                         ("ci_high", pa.float64())])
     return pa.Table.from_pylist(out, schema=schema)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A − B along one key, e.g. Comparison("condition", "defense", "default") or, across models,
-    Comparison("model", "gpt-5.2-reasoning", "gpt-5.2").
-
-    `pair_on` maps a cluster to the coarser unit both sides share, for a B whose units stand for
-    several of A's (PRISK: a base answer to a query stands for every persona of that query, so
-    personalized − base pairs on the query). Both sides' units are then grouped by it, and each
-    resample draws whole groups: the estimate is still Σ values ÷ Σ units per side."""
-
-    column: str
-    a: str
-    b: str
-    pair_on: Callable[[str], str] | None = None
 
 
 DELTA_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in GROUP_KEYS), ("compared", pa.string()),

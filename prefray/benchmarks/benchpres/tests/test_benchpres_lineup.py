@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from prefray.app.compose import conf_dir
+from prefray.benchmarks.cupid.tests.test_cupid_prompts import fake_requests
 from prefray.engine.config.sweep import SweepError, expand, paper_models
-from tests.test_cupid_prompts import fake_requests
 
 CONF = conf_dir()
 REASONING = {"google/gemini-3-pro-preview", "openai/gpt-5.2", "anthropic/claude-sonnet-4.5", "deepseek/deepseek-v3.2"}

@@ -16,7 +16,7 @@ from prefray.benchmarks.cupid.prompting import (
     infer_messages,
     match_messages,
 )
-from tests.test_cupid import SAMPLE_ROWS, expected_metrics, read_metrics, same, write_rows
+from prefray.benchmarks.cupid.tests.test_cupid import SAMPLE_ROWS, expected_metrics, read_metrics, same, write_rows
 
 SEED = 25
 INFER_MARK = "Replacement inference prompt."

@@ -26,9 +26,9 @@ from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_a
 from prefray.engine.benchmark import Benchmark, DataError, ParseError
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
-from tests.test_spine_sweep import independent_verdict
+from tests.test_sweep_two_sdks import independent_verdict
 
-PACKAGE = Path(__file__).resolve().parent.parent / "prefray/benchmarks/benchpres"
+PACKAGE = Path(__file__).resolve().parent.parent
 SAMPLE = PACKAGE / "sample/benchpres_sample.jsonl"
 SAMPLE_ROWS = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
 

@@ -8,9 +8,9 @@ import pytest
 from prefray.benchmarks.benchpres import BENCHMARK
 from prefray.benchmarks.benchpres.benchmark import completeness_messages, judge_messages
 from prefray.benchmarks.benchpres.data import load_instances
+from prefray.benchmarks.benchpres.tests.test_benchpres import sample_profile
 from prefray.engine.benchmark import DataError, Job
 from prefray.engine.types import ModelSpec
-from tests.test_benchpres import sample_profile
 
 
 def job(settings, condition=None):
@@ -62,7 +62,7 @@ def test_no_preferences_removes_the_items_written_by_the_template(tmp_path):
 
 
 def test_the_default_files_render_the_exported_sample_unchanged():
-    from tests.test_benchpres_inputs import SAMPLE_ROWS
+    from prefray.benchmarks.benchpres.tests.test_benchpres_inputs import SAMPLE_ROWS
 
     assert [i.prompt for i in load_instances({"source": "sample"}, None)] == [r["prompt"] for r in SAMPLE_ROWS]
 
@@ -149,8 +149,8 @@ def test_the_readme_names_every_metric_and_says_what_is_ours():
     import pyarrow as pa
 
     from prefray.benchmarks.benchpres.templates import PROMPTS
+    from prefray.benchmarks.benchpres.tests.test_benchpres_policy import POLICY_ROWS
     from prefray.engine.rundir.shards import SHARD_SCHEMA
-    from tests.test_benchpres_policy import POLICY_ROWS
 
     readme = (PROMPTS.parent / "README.md").read_text(encoding="utf-8")
     families = {re.sub(r"\[.*\]$", "", r["metric"]) for r in BENCHMARK.metrics(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cupid import shard_rows
+from prefray.benchmarks.cupid.tests.test_cupid import shard_rows
 
 pytestmark = pytest.mark.e2e
 

@@ -17,13 +17,19 @@ from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.render import one_line
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, nickname_of, parse_verdict
 from prefray.benchmarks.benchpres.tables import unmapped_contexts
+from prefray.benchmarks.benchpres.tests.test_benchpres import (
+    HUB_PREFS,
+    as_cimemories,
+    hub_row,
+    sample_profile,
+    write_jsonl,
+)
 from prefray.engine.benchmark import DataError, Job
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ModelSpec
 from prefray.fakellm.answers import answer_json, render_json
-from tests.test_benchpres import HUB_PREFS, as_cimemories, hub_row, sample_profile, write_jsonl
 
-PACKAGE = Path(__file__).resolve().parent.parent / "prefray/benchmarks/benchpres"
+PACKAGE = Path(__file__).resolve().parent.parent
 SAMPLE_ROWS = [json.loads(line) for line in (PACKAGE / "sample/benchpres_sample.jsonl").read_text().splitlines()]
 
 
