@@ -207,10 +207,10 @@ def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
         handle.truncate(50)
     note = stale_note(run)
     assert note == (f"1 shard(s) unreadable ({shard.relative_to(run)}): the metrics may count rows that are no "
-                    f"longer readable; python -m prefray.rerun {run} quarantines them, asks their units again "
+                    f"longer readable; prefray rerun {run} quarantines them, asks their units again "
                     "and writes the metrics anew")
     done = command_here("view", str(run), "--export", str(tmp_path / "out.html"))
-    assert f"prefray.view: {note}" in done.stderr.splitlines(), done.stderr
+    assert f"prefray view: {note}" in done.stderr.splitlines(), done.stderr
 
 
 # -- 4. a full disk: one line naming the file, nothing half-written ------------------------------

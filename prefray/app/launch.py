@@ -1,4 +1,4 @@
-"""`python -m prefray.launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
+"""`prefray launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
 
 Every job of a multirun is planned and checked first; then all of them run concurrently in one
 Ray cluster (a local one, or the one RAY_ADDRESS points at), sharing one gateway per model and endpoint.

@@ -1,4 +1,4 @@
-"""`python -m prefray.report RUN_DIR [--latex] [--markdown] [--out DIR]`
+"""`prefray report RUN_DIR [--latex] [--markdown] [--out DIR]`
 
 Writes each benchmark's headline table in its paper's layout (BenchPreS Table 1, CUPID Table 1,
 PRISK Table 2) from the run's metrics.parquet: rows are the run's models, every cell the value with
@@ -21,7 +21,7 @@ from typing import Any
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 
-PROG_NAME = "prefray.report"
+PROG_NAME = "prefray report"
 
 
 def parser(prog: str) -> argparse.ArgumentParser:

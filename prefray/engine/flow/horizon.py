@@ -204,14 +204,15 @@ def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
               and any(lane_of(s) in lanes for s in (job.model, *job.roles.values()))]
     if not picked:
         return {}
-    specs = {(job.benchmark, job.model.name, job.condition, role, "" if role == "subject" else spec.name): spec
-             for job in (jobs[i] for i in picked) for role, spec in (("subject", job.model), *job.roles.items())}
+    cells: dict[tuple[str, str, str], list[Job]] = {}
+    for i in picked:
+        cells.setdefault((jobs[i].benchmark, jobs[i].model.name, jobs[i].condition), []).append(jobs[i])
     rows = count([jobs[i] for i in picked], benchmarks, {k: instances[i] for k, i in enumerate(picked)},
                  run_dir, settings)
     found: dict[Lane, LaneCalls] = {}
     names = ["benchmark", "model", "condition", "role", "judge", "cached", "calls", "input_tokens"]
     for row in rows.select(names).to_pylist():
-        spec = specs[(row["benchmark"], row["model"], row["condition"], row["role"], row["judge"])]
+        spec = _answering(cells[(row["benchmark"], row["model"], row["condition"])], row["role"], row["judge"])
         if row["cached"] or lane_of(spec) not in lanes:
             continue
         times = 1.0 if scale is None else scale[(row["benchmark"], row["model"], row["condition"])]
@@ -219,6 +220,12 @@ def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
         lane.calls += round(row["calls"] * times)
         lane.tokens += round(row["input_tokens"] * times)
     return found
+
+
+def _answering(jobs: list[Job], role: str, judge: str) -> ModelSpec:
+    """The model that answers a plan row's stage: the subject, or the role's model named `judge`."""
+    specs = [job.role_model(role) for job in jobs]
+    return next((s for s in specs if role == "subject" or s.name == judge), specs[0])
 
 
 def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],

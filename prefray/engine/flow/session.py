@@ -281,6 +281,6 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
               "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
-          f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
+          f"prefray rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
           file=sys.stderr)
     return EXIT_INCOMPLETE

@@ -73,7 +73,7 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
     cells = incomplete_cells(metrics)
     if cells:
         parts[2:2] = ["**Incomplete cells** (metrics cover only the units that ran; "
-                      "`python -m prefray.rerun RUN_DIR` runs the rest):", "", *[f"- {c}" for c in cells], ""]
+                      "`prefray rerun RUN_DIR` runs the rest):", "", *[f"- {c}" for c in cells], ""]
     if costs is not None and costs.num_rows:
         spent = sum(costs["cost_usd"].to_pylist())
         limit = f" of a {budget_usd:.2f} USD budget" if budget_usd is not None else ""
