@@ -229,9 +229,9 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         if options.compact:
             compact_paid(options.run_dir)   # every gateway has handed its paid record over
             compact_requests(options.run_dir)
-        aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
-                      plots=options.run.plots, figures=options.run.figures,
-                      panels=panels(jobs) if options.run.panel else None)
+        metrics = aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs},
+                                options.budget_usd, plots=options.run.plots, figures=options.run.figures,
+                                panels=panels(jobs) if options.run.panel else None)
     finally:
         if stopping is not None:
             stopping.join()
@@ -240,7 +240,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     if crashed:
         return EXIT_ERROR
     fold_away(options.run_dir)
-    return report_incomplete(options, jobs, benchmarks, instances)
+    from prefray.engine.results.report import found_line
+
+    return report_incomplete(options, jobs, benchmarks, instances, found_line(metrics, options.location
+                                                                              or options.run_dir))
 
 
 def budget_warning_of(budget: Any) -> str:
@@ -254,8 +257,14 @@ def budget_warning_of(budget: Any) -> str:
     return budget_warning(ray.get(budget.state.remote())) or ""
 
 
+def _say(line: str) -> None:
+    if line:
+        sys.stderr.flush()
+        print(line, flush=True)
+
+
 def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
-                      instances: dict[int, Sequence[Any]]) -> int:
+                      instances: dict[int, Sequence[Any]], found: str = "") -> int:
     """EXIT_OK if the run is complete by the failure policy (every unit has an answer; judge failures
     are excluded and model failures scored, and are said in one line); else write incomplete.csv,
     print one line (counts by cause, later-stage units never built, the rerun command) and return
@@ -272,8 +281,11 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     counts = failure_counts(options.run_dir, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
-            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr)
+            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
+                  flush=True)
+        _say(found)   # a complete run's last line: what it found
         return EXIT_OK
+    _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
     unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
     write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
