@@ -128,3 +128,4 @@ def test_as_processes_the_impossible_rpm_of_the_issue_is_refused_at_once_for_eve
         assert result.returncode == 2 and len(lines) == 1, (model, result.stderr)
         assert "model.rpm=1e-09 cannot finish this plan" in lines[0] and f"at least {generations(1)} calls" in lines[0]
         assert not run.exists() and result.stdout == "", model
+

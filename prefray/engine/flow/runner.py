@@ -140,6 +140,11 @@ class JobRunner:
         self.settings = settings
         self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
+        # Resuming (rows stored already): every unit this launch builds, stored or sent, so the
+        # metrics cover what it asked for, not rows of a larger limit or more samples stored before.
+        self.asked: set[str] | None = set() if self.folder.is_dir() else None
+        samples = job.settings.get("samples")
+        self.samples: int | None = samples if isinstance(samples, int) else None
         self.flow: StageFlow | None = None
         self._shards_since_roll = 0
         self._rolling = False
@@ -202,6 +207,8 @@ class JobRunner:
         """Per unit, in order: its Pending if it is to be sent, else None (stored already)."""
         for unit in units:
             uid = unit_id(self.job, stage, judge, unit)
+            if self.asked is not None:
+                self.asked.add(uid)
             state = states.get(uid)
             if state is None:
                 yield Pending(uid, unit, 1)
@@ -437,8 +444,11 @@ class StageFlow:
             await self.taken.wait()
 
     def rows(self, name: str, runner: JobRunner) -> pa.Table:
-        """Stored rows of stage `name` of this job, read from disk."""
+        """Stored rows of stage `name` of this job, read from disk: of the samples it asks for (a resume
+        with fewer samples builds no later-stage unit from the others)."""
         expr = (ds.field("stage") == name) & (ds.field("judge") == self.judges.get(name, ""))
+        if runner.samples is not None:
+            expr = expr & (ds.field("sample") < runner.samples)
         return latest_attempts(read_rows(runner.folder, expr))
 
 

@@ -147,14 +147,20 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                 settings: RunSettings, dispatcher: Dispatcher,
-                feed: Callable[[str, int, int, int, float], None] | None = None) -> list[tuple[Job, BaseException]]:
-    """Run every job; with `feed`, live progress learns of each finished call from the gateways."""
+                feed: Callable[[str, int, int, int, float], None] | None = None,
+                asked: dict[tuple[str, str, str], set[str]] | None = None) -> list[tuple[Job, BaseException]]:
+    """Run every job; with `feed`, live progress learns of each finished call from the gateways.
+    `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built."""
     runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
                for i, job in enumerate(jobs)]
     watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
     try:
         return await run_jobs(runners)
     finally:
+        for runner in runners:
+            if asked is not None and runner.asked is not None:
+                job = runner.job
+                asked.setdefault((job.benchmark, job.model.name, job.condition), set()).update(runner.asked)
         if watcher is not None:
             watcher.cancel()
         await dispatcher.close()
@@ -211,7 +217,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, options.run_dir, options.run)  # models in tier batch
             feed = progress.add_calls if show else None
-            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed))
+            asked: dict[tuple[str, str, str], set[str]] = {}
+            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed, asked))
+            for job, _ in crashed:   # a job stopped part way built only some of its units: its metrics take all rows
+                asked.pop((job.benchmark, job.model.name, job.condition), None)
     finally:
         if cache is not None:
             cache.close()
@@ -231,7 +240,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             compact_requests(options.run_dir)
         metrics = aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs},
                                 options.budget_usd, plots=options.run.plots, figures=options.run.figures,
-                                panels=panels(jobs) if options.run.panel else None)
+                                panels=panels(jobs) if options.run.panel else None, asked=asked)
     finally:
         if stopping is not None:
             stopping.join()

@@ -244,14 +244,31 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
     return best.append_column("text", pc.take(found["text_first"], where))
 
 
+def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], set[str]]) -> tuple[pa.Table, int]:
+    """The rows of each (benchmark, model, condition) folder in `asked` that are among its units
+    (other folders' rows as they are), and how many were left out."""
+    if not asked or not best.num_rows:
+        return best, 0
+    keep = pa.array([True] * best.num_rows)
+    for (benchmark, model, condition), units in asked.items():
+        cell = pc.and_(pc.and_(pc.equal(best["benchmark"], benchmark), pc.equal(best["model"], model)),
+                       pc.equal(best["condition"], condition))
+        outside = pc.and_(cell, pc.invert(pc.is_in(best["unit_id"], pa.array(sorted(units), pa.string()))))
+        keep = pc.and_(keep, pc.invert(outside))
+    kept = best.filter(keep)
+    return kept, best.num_rows - kept.num_rows
+
+
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
-                  seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None
-                  ) -> pa.Table:
+                  seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
+                  asked: dict[tuple[str, str, str], set[str]] | None = None) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
     False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
-    join the rows, as one more judge (agreement.panel_rows)."""
+    join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → the
+    units the launch built): the metrics of those folders cover only these units, and the line
+    before the summary says how many stored rows were left out (costs count every try paid)."""
     from prefray.engine.results.agreement import (
         judge_agreement,
         judge_values,
@@ -266,6 +283,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
     best = latest_attempts(all_rows)
     del all_rows  # only the best attempt of every unit from here on
+    best, left_out = within_asked(best, asked or {})
     pa.default_memory_pool().release_unused()   # hand the freed attempts' memory back to the system
     best = with_text(run_dir, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
@@ -286,6 +304,9 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
         write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
                     breakdowns=figures == "all")
     if not quiet:
+        if left_out:
+            print(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other instances "
+                  "or samples (a larger limit or benchmark.samples before) left out; they stay stored")
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
     return metrics
