@@ -196,10 +196,8 @@ def _budget_problem(lanes: dict[Lane, LaneCalls], budget_usd: float | None) -> s
 
 
 def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-             run_dir: Path, settings: dict[str, Any], lanes: set[Lane],
-             scale: dict[tuple[str, str, str], float] | None = None) -> dict[Lane, LaneCalls]:
-    """The counting plan's sent calls and input tokens per lane, over the jobs that use `lanes`
-    (each job's rows times its `scale`, keyed by benchmark, model and condition, when given)."""
+             run_dir: Path, settings: dict[str, Any], lanes: set[Lane]) -> dict[Lane, LaneCalls]:
+    """The counting plan's sent calls and input tokens per lane, over the jobs that use `lanes`."""
     picked = [i for i, job in enumerate(jobs) if i in instances
               and any(lane_of(s) in lanes for s in (job.model, *job.roles.values()))]
     if not picked:
@@ -215,10 +213,9 @@ def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
         spec = _answering(cells[(row["benchmark"], row["model"], row["condition"])], row["role"], row["judge"])
         if row["cached"] or lane_of(spec) not in lanes:
             continue
-        times = 1.0 if scale is None else scale[(row["benchmark"], row["model"], row["condition"])]
-        lane = found.setdefault(lane_of(spec), LaneCalls(spec, row["role"], counted="" if scale is None else "about"))
-        lane.calls += round(row["calls"] * times)
-        lane.tokens += round(row["input_tokens"] * times)
+        lane = found.setdefault(lane_of(spec), LaneCalls(spec, row["role"], counted=""))
+        lane.calls += row["calls"]
+        lane.tokens += row["input_tokens"]
     return found
 
 
@@ -230,20 +227,40 @@ def _answering(jobs: list[Job], role: str, judge: str) -> ModelSpec:
 
 def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
               run_dir: Path, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
-    """The lanes whose plan on a seeded sample of each job's instances (the counting plan's),
-    scaled to all of them and times SAFETY, does not fit their horizon."""
-    sample: dict[int, Sequence[Any]] = {}
-    scale: dict[tuple[str, str, str], float] = {}
-    for index, data in instances.items():
-        job, times = jobs[index], 1.0
-        sample[index] = data
-        if len(data) > SAMPLE_INSTANCES:
-            picked = sorted(random.Random(0).sample(range(len(data)), SAMPLE_INSTANCES))
-            sample[index], times = [data[k] for k in picked], len(data) / SAMPLE_INSTANCES
-        cell = (job.benchmark, job.model.name, job.condition)
-        scale[cell] = max(scale.get(cell, 0.0), SAFETY * times)
-    found = _counted(jobs, benchmarks, sample, run_dir, settings, lanes, scale)
-    return {lane for lane, calls in found.items() if _over(calls)}
+    """The lanes that may not fit their horizon: each (benchmark, condition) cell's plan counted once,
+    for one of its jobs, on a seeded sample of `SAMPLE_INSTANCES` instances (the counting plan's);
+    its calls and tokens per instance and role, times each job's instances, times SAFETY, summed
+    per lane. The models of a cell build the same units (counting.py), so one count serves them."""
+    per_instance: dict[str, dict[str, tuple[float, float]]] = {}
+    estimate: dict[Lane, LaneCalls] = {}
+    for index, job in enumerate(jobs):
+        specs = [(role, job.role_model(role)) for role in ("subject", *job.roles)]
+        if index not in instances or not any(lane_of(spec) in lanes for _, spec in specs):
+            continue
+        key = _cell_key(job)
+        if key not in per_instance:
+            per_instance[key] = _rates(job, benchmarks, instances[index], run_dir, settings)
+        for role, (calls, tokens) in per_instance[key].items():
+            spec = job.role_model(role)
+            if lane_of(spec) in lanes:
+                lane = estimate.setdefault(lane_of(spec), LaneCalls(spec, role, counted="about"))
+                lane.calls += round(calls * len(instances[index]) * SAFETY)
+                lane.tokens += round(tokens * len(instances[index]) * SAFETY)
+    return {lane for lane, calls in estimate.items() if _over(calls)}
+
+
+def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_dir: Path,
+           settings: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Per role, the calls and input tokens per instance of a job's plan on a seeded sample."""
+    sample = data
+    if len(data) > SAMPLE_INSTANCES:
+        sample = [data[k] for k in sorted(random.Random(0).sample(range(len(data)), SAMPLE_INSTANCES))]
+    rows = count([job], benchmarks, {0: sample}, run_dir, {**settings, "cache": None})
+    rates: dict[str, tuple[float, float]] = {}
+    for row in rows.select(["role", "calls", "input_tokens"]).to_pylist():
+        calls, tokens = rates.get(row["role"], (0.0, 0.0))
+        rates[row["role"]] = (calls + row["calls"] / len(sample), tokens + row["input_tokens"] / len(sample))
+    return rates
 
 
 def _resumed(jobs: Sequence[Job], run_dir: Path) -> set[Lane]:
