@@ -27,7 +27,9 @@ Counted, not simulated, in two steps so that a big sweep pays little:
    times SAFETY, fits its horizon is cleared; only a lane near its horizon is counted in full, and
    refused on the plan's exact calls (the numbers `prefray plan` prints).
 A job with stored rows (a resume) or a response cache holding answers sends fewer calls than it
-builds: its lanes skip step 1's rate bound and are counted in full, with the stored rows and cache.
+builds: its lanes skip step 1's rate bound and are counted in full, with the stored rows and cache;
+its first calls (stored already) are left out of the tpm and context checks, and the budget check
+is left out (its next call may be a cheaper stage's, a cached answer costs nothing).
 """
 
 from __future__ import annotations
@@ -263,24 +265,30 @@ def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_
     return rates
 
 
+def _stored_any(job: Job, run_dir: Path) -> bool:
+    return job_dir(run_dir, job.benchmark, job.model.name, job.condition).is_dir()
+
+
 def _resumed(jobs: Sequence[Job], run_dir: Path) -> set[Lane]:
     """Lanes of jobs that have stored rows: they send fewer calls than they build."""
-    return {lane_of(s) for job in jobs if job_dir(run_dir, job.benchmark, job.model.name, job.condition).is_dir()
-            for s in (job.model, *job.roles.values())}
+    return {lane_of(s) for job in jobs if _stored_any(job, run_dir) for s in (job.model, *job.roles.values())}
 
 
 def limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                    run_dir: Path, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
     """One line per limit the plan cannot run under (empty: every limit can be met). `settings`: the
     counting plan's (`cache`: a ResponseCache or None, `output_ratio`)."""
-    lanes = first_calls(jobs, benchmarks, instances)
+    cache, resumed = settings.get("cache"), _resumed(jobs, Path(run_dir))
+    has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
+    # a resumed job's first calls are stored already: its next call may be any stage's
+    fresh = {i: data for i, data in instances.items() if not _stored_any(jobs[i], Path(run_dir))}
+    lanes = first_calls(jobs, benchmarks, fresh)
     problems = [p for lane in lanes.values() for p in _one_call_problems(lane)]
     seen = {lane_of(s): (s, role) for job in jobs for role, s in (("subject", job.model), *job.roles.items())}
     problems += [p for lane, (spec, role) in seen.items() if lane not in lanes and (p := _declared_fit(spec, role))]
-    if (budget := _budget_problem(lanes, budget_usd)) is not None:
+    budget = None if has_answers or len(fresh) < len(instances) else _budget_problem(lanes, budget_usd)
+    if budget is not None:   # (cached answers cost nothing, and a resume's next call may be a cheaper stage's)
         problems.append(budget)
-    cache, resumed = settings.get("cache"), _resumed(jobs, Path(run_dir))
-    has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
     limited = {lane_of(s) for job in jobs for s in (job.model, *job.roles.values())
                if (s.rpm or s.tpm) and s.tier == "interactive"}
     certain = set() if has_answers else limited - resumed
