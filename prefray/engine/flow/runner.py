@@ -140,9 +140,10 @@ class JobRunner:
         self.settings = settings
         self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
-        # Resuming (rows stored already): every unit this launch builds, stored or sent, so the
-        # metrics cover what it asked for, not rows of a larger limit or more samples stored before.
-        self.asked: set[str] | None = set() if self.folder.is_dir() else None
+        # Resuming (rows stored already): every unit this launch builds, stored or sent, by stage and
+        # judge, so the metrics of those stages cover what it asked for, not rows of a larger limit or
+        # more samples stored before (another judge's stored verdicts are not this launch's to narrow).
+        self.asked: dict[tuple[str, str], set[str]] | None = {} if self.folder.is_dir() else None
         samples = job.settings.get("samples")
         self.samples: int | None = samples if isinstance(samples, int) else None
         self.flow: StageFlow | None = None
@@ -205,10 +206,11 @@ class JobRunner:
     def _pending(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
                  states: dict[str, tuple[str, str, int]]) -> Iterator[Pending | None]:
         """Per unit, in order: its Pending if it is to be sent, else None (stored already)."""
+        asked = None if self.asked is None else self.asked.setdefault((stage.name, judge), set())
         for unit in units:
             uid = unit_id(self.job, stage, judge, unit)
-            if self.asked is not None:
-                self.asked.add(uid)
+            if asked is not None:
+                asked.add(uid)
             state = states.get(uid)
             if state is None:
                 yield Pending(uid, unit, 1)

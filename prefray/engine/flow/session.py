@@ -148,9 +148,11 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                 settings: RunSettings, dispatcher: Dispatcher,
                 feed: Callable[[str, int, int, int, float], None] | None = None,
-                asked: dict[tuple[str, str, str], set[str]] | None = None) -> list[tuple[Job, BaseException]]:
+                asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None
+                ) -> list[tuple[Job, BaseException]]:
     """Run every job; with `feed`, live progress learns of each finished call from the gateways.
-    `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built."""
+    `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built
+    by stage and judge."""
     runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
                for i, job in enumerate(jobs)]
     watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
@@ -160,7 +162,9 @@ async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances
         for runner in runners:
             if asked is not None and runner.asked is not None:
                 job = runner.job
-                asked.setdefault((job.benchmark, job.model.name, job.condition), set()).update(runner.asked)
+                folder = asked.setdefault((job.benchmark, job.model.name, job.condition), {})
+                for stage, units in runner.asked.items():
+                    folder.setdefault(stage, set()).update(units)
         if watcher is not None:
             watcher.cancel()
         await dispatcher.close()
@@ -217,7 +221,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, options.run_dir, options.run)  # models in tier batch
             feed = progress.add_calls if show else None
-            asked: dict[tuple[str, str, str], set[str]] = {}
+            asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
             crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed, asked))
             for job, _ in crashed:   # a job stopped part way built only some of its units: its metrics take all rows
                 asked.pop((job.benchmark, job.model.name, job.condition), None)

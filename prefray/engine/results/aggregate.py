@@ -244,17 +244,20 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
     return best.append_column("text", pc.take(found["text_first"], where))
 
 
-def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], set[str]]) -> tuple[pa.Table, int]:
-    """The rows of each (benchmark, model, condition) folder in `asked` that are among its units
-    (other folders' rows as they are), and how many were left out."""
+def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]]
+                 ) -> tuple[pa.Table, int]:
+    """The rows of each (benchmark, model, condition) folder and (stage, judge) in `asked` that are
+    among its units (every other row as it is), and how many were left out."""
     if not asked or not best.num_rows:
         return best, 0
     keep = pa.array([True] * best.num_rows)
-    for (benchmark, model, condition), units in asked.items():
+    for (benchmark, model, condition), stages in asked.items():
         cell = pc.and_(pc.and_(pc.equal(best["benchmark"], benchmark), pc.equal(best["model"], model)),
                        pc.equal(best["condition"], condition))
-        outside = pc.and_(cell, pc.invert(pc.is_in(best["unit_id"], pa.array(sorted(units), pa.string()))))
-        keep = pc.and_(keep, pc.invert(outside))
+        for (stage, judge), units in stages.items():
+            ran = pc.and_(cell, pc.and_(pc.equal(best["stage"], stage), pc.equal(best["judge"], judge)))
+            outside = pc.and_(ran, pc.invert(pc.is_in(best["unit_id"], pa.array(sorted(units), pa.string()))))
+            keep = pc.and_(keep, pc.invert(outside))
     kept = best.filter(keep)
     return kept, best.num_rows - kept.num_rows
 
@@ -262,12 +265,12 @@ def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], set[str]]) ->
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
-                  asked: dict[tuple[str, str, str], set[str]] | None = None) -> pa.Table:
+                  asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
     False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
-    join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → the
-    units the launch built): the metrics of those folders cover only these units, and the line
+    join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → its
+    stages and judges the launch ran → the units it built): those rows cover only these units; the line
     before the summary says how many stored rows were left out (costs count every try paid)."""
     from prefray.engine.results.agreement import (
         judge_agreement,
