@@ -30,8 +30,8 @@ their default in the option file; `max_tokens`, `temperature`, `top_p`, `samples
 their bounds wherever they appear. What the config groups hold, and how to pick options, is on
 [Configuration](configuration.md).
 
-This page is generated from the schema and the option files when the site is built;
-`python -m prefray.engine.config.table` prints the same tables.
+This page is generated from the schema and the option files when the site is built
+(`prefray/engine/config/table.py`, which also prints the same tables when run as a module).
 
 ## Every key and what it accepts
 
@@ -42,7 +42,7 @@ CAUSES_INTRO = """
 ## Failure causes
 
 Every row that did not end ok carries one cause (its `cause` column). The causes are one list in the
-code (`prefray/engine/types.py`, `Cause`), which the runner, the failure policy, `prefray.rerun` and
+code (`prefray/engine/types.py`, `Cause`), which the runner, the failure policy, `prefray rerun` and
 this table all read. What the classes mean for a cell's numbers is on
 [Failures and recovery](failures.md#one-failure-policy).
 

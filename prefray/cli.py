@@ -1,6 +1,6 @@
 """`prefray COMMAND ...` — every prefray command under one name (also `python -m prefray COMMAND ...`).
 
-`prefray COMMAND --help` shows a command's usage; `python -m prefray.COMMAND ...` is the same command.
+`prefray COMMAND --help` shows a command's usage; the module prefray/COMMAND.py, run with `-m`, is an alias.
 """
 
 from __future__ import annotations

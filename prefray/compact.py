@@ -1,4 +1,4 @@
-"""`python -m prefray.compact ...`: the `prefray compact` command (prefray.app.compact); `--help` shows its usage."""
+"""`prefray compact` run as a module, its `python -m` alias (prefray.app.compact does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.compact *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray compact *argv` (default: sys.argv[1:]), in this process."""
     return app.main("compact", argv)
 
 

@@ -1,4 +1,4 @@
-"""`python -m prefray.compare ...`: the `prefray compare` command (prefray.app.compare); `--help` shows its usage."""
+"""`prefray compare` run as a module, its `python -m` alias (prefray.app.compare does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.compare *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray compare *argv` (default: sys.argv[1:]), in this process."""
     return app.main("compare", argv)
 
 

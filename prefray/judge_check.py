@@ -1,4 +1,4 @@
-"""`python -m prefray.judge_check ...`: the `prefray judge-check` command (prefray.app.judge_check).
+"""`prefray judge-check` run as a module, its `python -m` alias (prefray.app.judge_check does the work).
 
 `--help` shows its usage.
 """
@@ -11,7 +11,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.judge_check *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray judge-check *argv` (default: sys.argv[1:]), in this process."""
     return app.main("judge-check", argv)
 
 

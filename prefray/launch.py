@@ -1,4 +1,4 @@
-"""`python -m prefray.launch ...`: the `prefray launch` command (prefray.app.launch); `--help` shows its usage."""
+"""`prefray launch` run as a module, its `python -m` alias (prefray.app.launch does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.launch *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray launch *argv` (default: sys.argv[1:]), in this process."""
     return app.main("launch", argv)
 
 

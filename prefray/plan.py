@@ -1,4 +1,4 @@
-"""`python -m prefray.plan ...`: the `prefray plan` command (prefray.app.plan); `--help` shows its usage."""
+"""`prefray plan` run as a module, its `python -m` alias (prefray.app.plan does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.plan *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray plan *argv` (default: sys.argv[1:]), in this process."""
     return app.main("plan", argv)
 
 

@@ -1,4 +1,4 @@
-"""`python -m prefray.rejudge ...`: the `prefray rejudge` command (prefray.app.rejudge); `--help` shows its usage."""
+"""`prefray rejudge` run as a module, its `python -m` alias (prefray.app.rejudge does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.rejudge *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray rejudge *argv` (default: sys.argv[1:]), in this process."""
     return app.main("rejudge", argv)
 
 

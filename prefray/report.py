@@ -1,4 +1,4 @@
-"""`python -m prefray.report ...`: the `prefray report` command (prefray.app.report); `--help` shows its usage."""
+"""`prefray report` run as a module, its `python -m` alias (prefray.app.report does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.report *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray report *argv` (default: sys.argv[1:]), in this process."""
     return app.main("report", argv)
 
 

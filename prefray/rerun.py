@@ -1,4 +1,4 @@
-"""`python -m prefray.rerun ...`: the `prefray rerun` command (prefray.app.rerun); `--help` shows its usage."""
+"""`prefray rerun` run as a module, its `python -m` alias (prefray.app.rerun does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.rerun *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray rerun *argv` (default: sys.argv[1:]), in this process."""
     return app.main("rerun", argv)
 
 

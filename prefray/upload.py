@@ -1,4 +1,4 @@
-"""`python -m prefray.upload ...`: the `prefray upload` command (prefray.app.upload); `--help` shows its usage."""
+"""`prefray upload` run as a module, its `python -m` alias (prefray.app.upload does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.upload *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray upload *argv` (default: sys.argv[1:]), in this process."""
     return app.main("upload", argv)
 
 

@@ -147,8 +147,8 @@ def test_help_lists_groups_options_settings_and_entry_points():
     for setting in ("limit=null", "run.dir=null", "run.shard_size=null", "run.seed=0", "run.budget_usd=null",
                     "run.cache=true", "run.estimate_output_ratio=0.5"):
         assert setting in text
-    for entry in ("prefray.plan", "prefray.rerun", "prefray.rejudge", "prefray.view"):
-        assert f"python -m {entry}" in text
+    for entry in ("plan", "rerun", "rejudge", "view"):
+        assert f"prefray {entry}" in text
 
 
 # --- the counting plan against the simulation -------------------------------------------------

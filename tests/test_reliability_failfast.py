@@ -76,7 +76,7 @@ def test_hopeless_lane_stops_early(run_cli, make_fake_server, tmp_path, status, 
     assert len(generations) == 4 * 3                                    # every unit stored
     assert Counter(r["status"] for r in generations) == {"failed": sent, "skipped": 12 - sent}
     assert {r["cause"] for r in generations} == {cause}
-    assert f"{cause} 12" in done.stderr and "prefray.rerun" in done.stderr
+    assert f"{cause} 12" in done.stderr and "prefray rerun" in done.stderr
     # the 5 judge units of each unanswered generation were never built: counted, not forgotten
     assert "60 later-stage unit(s) that could not be built" in done.stderr
     assert (run_dir / "incomplete.csv").read_text().splitlines()[1] == "benchpres,fake,default,12,60,72"

@@ -207,10 +207,10 @@ def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
         handle.truncate(50)
     note = stale_note(run)
     assert note == (f"1 shard(s) unreadable ({shard.relative_to(run)}): the metrics may count rows that are no "
-                    f"longer readable; python -m prefray.rerun {run} quarantines them, asks their units again "
+                    f"longer readable; prefray rerun {run} quarantines them, asks their units again "
                     "and writes the metrics anew")
     done = command_here("view", str(run), "--export", str(tmp_path / "out.html"))
-    assert f"prefray.view: {note}" in done.stderr.splitlines(), done.stderr
+    assert f"prefray view: {note}" in done.stderr.splitlines(), done.stderr
 
 
 # -- 4. a full disk: one line naming the file, nothing half-written ------------------------------
@@ -269,32 +269,7 @@ def test_a_full_disk_stops_with_one_line_and_resumes(run_cli, fake_server, small
     assert (run / "metrics.csv").read_text() == (clean / "metrics.csv").read_text()
 
 
-# -- 5. limits a plan cannot finish under are refused before Ray ---------------------------------
-
-def test_an_rpm_the_plan_cannot_finish_under_is_refused_with_the_numbers(tmp_path):
-    from tests.conftest import refused_here
-
-    run = tmp_path / "run"
-    done = refused_here("model=fake", "judge=fake", "benchmark=benchpres", "limit=2", "model.rpm=1e-9",
-                        f"run.dir={run}")
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (
-        "prefray: nothing was run: model.rpm=1e-09 cannot finish this plan: fake (fake-model) answers at least "
-        "2 calls, one every 6e+10 s, so at least 1e+09 minutes, beyond the 10080 minutes (7 days) a run may "
-        "wait; raise model.rpm to at least 9.92e-05 or lower limit"), done.stderr
-    assert not run.exists()
-
-
-def test_a_slow_rpm_the_plan_can_finish_under_passes_the_check():
-    from types import SimpleNamespace
-
-    from prefray.engine.flow.horizon import HORIZON_MINUTES, horizon_problems
-
-    spec = SimpleNamespace(rpm=1.0, tier="interactive", endpoint_key="e", model_id="m", name="m")
-    jobs = [SimpleNamespace(model=spec), SimpleNamespace(model=spec)]
-    half = HORIZON_MINUTES // 2
-    assert horizon_problems(jobs, {0: range(half), 1: range(half)}) == []        # the lane's two jobs: 1 week
-    assert len(horizon_problems(jobs, {0: range(half), 1: range(half + 2)})) == 1
+# -- 5. limits a plan cannot finish under are refused before Ray: tests/test_impossible_limits.py ----
 
 
 # -- 6. a driver's death stops its gateways' sends within a second -------------------------------

@@ -143,4 +143,4 @@ def test_exit_code_3_when_units_fail_and_the_line_says_how_to_rerun(run_cli, mak
     run_dir = tmp_path / "run"
     done = run_cli("model=fake", "judge=fake", *server.model_overrides(), f"run.dir={run_dir}", "limit=1",
                    "benchmark.samples=1", "model.max_attempts=1", expect_code=3)
-    assert f"python -m prefray.rerun {run_dir}" in done.stderr and "server_error 1" in done.stderr
+    assert f"prefray rerun {run_dir}" in done.stderr and "server_error 1" in done.stderr

@@ -1,8 +1,8 @@
 """Every prefray command, and the one way each is run.
 
 A command is a module of `prefray.app` with `parser(prog)` (its arguments, its `--help`) and
-`run(args) -> exit code` (the work). `prefray COMMAND ...` (prefray.cli) and `python -m
-prefray.COMMAND ...` (prefray/COMMAND.py) both call `main` for the exit code and `run_cli` around it:
+`run(args) -> exit code` (the work). `prefray COMMAND ...` (prefray.cli) and its alias, the
+module prefray/COMMAND.py run with `-m`, both call `main` for the exit code and `run_cli` around it:
 
 - bad arguments: exit 2 and one line (`PROG: error: ...`), `--help` as argparse prints it;
 - a refused sweep or run dir: exit 2, one `prefray: ...` line per problem;
@@ -70,7 +70,7 @@ class Parser(OneLineErrors, argparse.ArgumentParser):
 
 
 def default_prog(name: str) -> str:
-    return f"python -m prefray.{name.replace('-', '_')}"
+    return f"prefray {name}"   # the usage and error lines name the command, however it was started
 
 
 def main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -85,7 +85,7 @@ def main(name: str, argv: list[str] | None = None, prog: str | None = None) -> i
 
 
 def run(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
-    """`main` through the one CLI runner: what `python -m prefray.NAME` and `prefray NAME` exit with."""
+    """`main` through the one CLI runner: what `prefray NAME` and its module alias exit with."""
     from prefray.engine.flow.exits import run_cli
 
     return run_cli(lambda: main(name, argv, prog), name, COMMANDS[name].interrupted)

@@ -1,4 +1,4 @@
-"""`python -m prefray.compact RUN_DIR`
+"""`prefray compact RUN_DIR`
 
 Rolls the small result shards of a run (one Parquet file per batch of units, as runs wrote them
 before compaction existed, or as a killed run left them) into a few large Parquet files per job

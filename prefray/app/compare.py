@@ -1,4 +1,4 @@
-"""`python -m prefray.compare RUN_A RUN_B [RUN_C ...] [--csv FILE] [--plot FILE] [--adjust holm|bh]`
+"""`prefray compare RUN_A RUN_B [RUN_C ...] [--csv FILE] [--plot FILE] [--adjust holm|bh]`
 
 Compares runs on the units they share: the same benchmark, model, condition, judge, instance,
 judged item and sample (`--across model` pairs two runs of different models on the same units, and
@@ -30,7 +30,7 @@ import pyarrow as pa
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 
-PROG_NAME = "prefray.compare"
+PROG_NAME = "prefray compare"
 
 
 def positive(text: str) -> int:

@@ -1,4 +1,4 @@
-"""`python -m prefray.judge_check LABELS benchmark=NAME judge=NAME [judge.KEY=VALUE] [run.KEY=VALUE] ...`
+"""`prefray judge-check LABELS benchmark=NAME judge=NAME [judge.KEY=VALUE] [run.KEY=VALUE] ...`
 
 Checks a judge against people. LABELS is a CSV or JSONL file of items people labelled, in the
 benchmark's terms (its input columns, then one column per annotator; the benchmark's README gives

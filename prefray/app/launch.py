@@ -1,4 +1,4 @@
-"""`python -m prefray.launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
+"""`prefray launch [-m] [overrides...]` — plan, check, run and aggregate a sweep.
 
 Every job of a multirun is planned and checked first; then all of them run concurrently in one
 Ray cluster (a local one, or the one RAY_ADDRESS points at), sharing one gateway per model and endpoint.
@@ -58,16 +58,29 @@ def run(args: argparse.Namespace) -> int:
 def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list,
                    benchmarks: dict, instances: dict[int, Any], errors: list[str]) -> int:
     """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
-    from prefray.engine.flow.horizon import horizon_problems
     from prefray.engine.flow.session import SweepOptions, run_sweep
     from prefray.engine.results.manifest import conflicting_jobs
 
-    errors.extend(horizon_problems(jobs, instances))
     conflicts = conflicting_jobs(local_dir, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
+    options = SweepOptions.from_config(local_dir, configs[0]["run"], location=str(run_dir))
+    if not errors:
+        errors.extend(impossible_limits(options, jobs, benchmarks, instances))
     if errors:
         return refuse(errors)
-    options = SweepOptions.from_config(local_dir, configs[0]["run"], location=str(run_dir))
     return run_sweep(options, configs, jobs, benchmarks, instances)
+
+
+def impossible_limits(options: Any, jobs: list, benchmarks: dict, instances: dict[int, Any]) -> list[str]:
+    """The rate, budget and context limits the plan cannot run under (engine/flow/horizon.py)."""
+    from prefray.engine.flow.horizon import limit_problems
+
+    cache = options.open_cache(only_if_present=True)   # read only: a refusal leaves no cache file
+    try:
+        settings = {"cache": cache, "output_ratio": options.run.estimate_output_ratio}
+        return limit_problems(jobs, benchmarks, instances, options.run_dir, settings, options.budget_usd)
+    finally:
+        if cache is not None:
+            cache.close()

@@ -1,4 +1,4 @@
-"""`python -m prefray.plan [-m] [overrides...] [--csv FILE]` — what a launch with the same overrides would cost.
+"""`prefray plan [-m] [overrides...] [--csv FILE]` — what a launch with the same overrides would cost.
 
 Prints (and with `--csv FILE` also writes), per benchmark, evaluated model option and stage: who
 answers the stage and the job's judge, calls, cached answers, estimated input/output tokens, the

@@ -1,4 +1,4 @@
-"""`python -m prefray.rejudge RUN_DIR judge=NAME|judge=panel(A,B,...) [judge.KEY=VALUE ...] [run.KEY=VALUE ...]`
+"""`prefray rejudge RUN_DIR judge=NAME|judge=panel(A,B,...) [judge.KEY=VALUE ...] [run.KEY=VALUE ...]`
 
 Scores the stored generations of a finished run with another judge without a single generation
 call: stages answered by the evaluated model are read from the shards, never sent. Results of

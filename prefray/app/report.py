@@ -1,4 +1,4 @@
-"""`python -m prefray.report RUN_DIR [--latex] [--markdown] [--out DIR]`
+"""`prefray report RUN_DIR [--latex] [--markdown] [--out DIR]`
 
 Writes each benchmark's headline table in its paper's layout (BenchPreS Table 1, CUPID Table 1,
 PRISK Tables 2 and 4) from the run's metrics.parquet (a paired-difference column from deltas.parquet):
@@ -22,7 +22,7 @@ from pathlib import Path
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 
-PROG_NAME = "prefray.report"
+PROG_NAME = "prefray report"
 
 
 def parser(prog: str) -> argparse.ArgumentParser:

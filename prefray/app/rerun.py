@@ -1,4 +1,4 @@
-"""`python -m prefray.rerun RUN_DIR [causes=rate_limit,timeout,...] [run.KEY=VALUE] [model.KEY=VALUE]`
+"""`prefray rerun RUN_DIR [causes=rate_limit,timeout,...] [run.KEY=VALUE] [model.KEY=VALUE]`
 
 Runs again only the units of RUN_DIR that ended failed or skipped (optionally only those with the
 given causes), prints the estimate first, respects the budget, keeps earlier attempts (each row

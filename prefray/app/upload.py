@@ -1,4 +1,4 @@
-"""`python -m prefray.upload RUN_DIR DEST` — copy a run directory to object storage.
+"""`prefray upload RUN_DIR DEST` — copy a run directory to object storage.
 
 DEST is any location pyarrow's filesystems understand: `s3://bucket/prefix`, `gs://bucket/prefix`,
 `hdfs://…` or a local path. Credentials come from the environment as each store's own client reads

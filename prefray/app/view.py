@@ -1,4 +1,4 @@
-"""The run viewer: `python -m prefray.view RUN_DIR [--port P] [--export FILE.html]`.
+"""The run viewer: `prefray view RUN_DIR [--port P] [--export FILE.html]`.
 
 Reads a run directory lazily (metrics.parquet, plots/, shards/, requests/) and serves an overview,
 each cell's units with filters and paging, and each unit's transcript on 127.0.0.1. A URI run dir
@@ -37,13 +37,13 @@ def run(args: argparse.Namespace) -> int:
     if run_dir is None:
         return EXIT_CONFIG
     if not run_dir.is_dir():
-        print(f"prefray.view: run directory not found: {run_dir}", file=sys.stderr)
+        print(f"prefray view: run directory not found: {run_dir}", file=sys.stderr)
         return EXIT_CONFIG
     from prefray.engine.rundir.quarantine import stale_note
 
     note = stale_note(run_dir, args.run_dir)
     if note:
-        print(f"prefray.view: {note}", file=sys.stderr)
+        print(f"prefray view: {note}", file=sys.stderr)
     if args.export is not None:
         from prefray.view.export import export_html
 
@@ -64,7 +64,7 @@ def local_copy(location: str) -> Path | None:
         return Path(location)
     problem = reach_problem("run dir", location)
     if problem:
-        print(f"prefray.view: {problem}", file=sys.stderr)
+        print(f"prefray view: {problem}", file=sys.stderr)
         return None
     with staged_run(location, {"cache": False}, own=False) as local:
         return local

@@ -4,7 +4,7 @@
                      model's answer and is scored as given; truncation is flagged on the row).
 - ``no_answer``      every try ended in an infrastructure failure or the budget skipped it (a cause
                      in NO_ANSWER_CAUSES below; the causes are ``engine.types.Cause``). The unit is
-                     excluded, its cell is marked incomplete, and ``python -m prefray.rerun``
+                     excluded, its cell is marked incomplete, and ``prefray rerun``
                      finishes it.
 - ``model_failure``  the evaluated model's own failure: its answer was unparsable where the benchmark
                      asks for a format (after one re-ask), or the provider refused the prompt as longer
@@ -13,7 +13,7 @@
 - ``judge_failure``  a judge's answer stayed unreadable after its one re-ask. Excluded, counted per judge.
 
 The classes are computed from ``role``, ``status`` and ``cause``, so they hold for old runs too.
-The cause table of the docs' config reference is generated from these sets (`python -m prefray.engine.config.table`).
+The cause table of the docs' config reference is generated from these sets (prefray/engine/config/table.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run viewer: `python -m prefray.view RUN_DIR [--port P] [--export FILE.html]`.
+"""The run viewer: `prefray view RUN_DIR [--port P] [--export FILE.html]`.
 
 Reads a run directory lazily (metrics.parquet, plots/, shards/, requests/) and serves an overview,
 each cell's units with filters and paging, and each unit's transcript on 127.0.0.1.

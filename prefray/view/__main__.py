@@ -1,4 +1,4 @@
-"""`python -m prefray.view ...`: the `prefray view` command (prefray.app.view); `--help` shows its usage."""
+"""`prefray view` run as a module, its `python -m` alias (prefray.app.view does the work)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prefray import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The exit code of `python -m prefray.view *argv` (default: sys.argv[1:]), in this process."""
+    """The exit code of `prefray view *argv` (default: sys.argv[1:]), in this process."""
     return app.main("view", argv)
 
 

@@ -4,7 +4,7 @@ Each item holds a preference, a line of small talk and a later request the prefe
 Condition `stated`: the earlier turn states the preference; `unstated`: it is small talk (the
 baseline). A judge decides whether the answer keeps the preference; `adherence` is the mean.
 
-Run: python -m prefray.launch -m benchmark=stated_preference condition=all model=fake judge=fake limit=2
+Run: prefray launch -m benchmark=stated_preference condition=all model=fake judge=fake limit=2
 """
 
 import json

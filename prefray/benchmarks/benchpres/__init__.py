@@ -10,7 +10,7 @@ Conditions: default, defense (an instruction to apply only fitting preferences),
 Metrics: MR, AAR, AAR−MR (per domain, per category), completeness and its paired delta,
 failure-class counts, unmapped contexts.
 
-Run: python -m prefray.launch -m benchmark=benchpres condition=all model=local judge=local limit=2
+Run: prefray launch -m benchmark=benchpres condition=all model=local judge=local limit=2
 """
 
 from prefray.benchmarks.benchpres.benchmark import BenchPreS

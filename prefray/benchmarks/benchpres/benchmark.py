@@ -1,7 +1,7 @@
 """BenchPreS assembled: stages (generate → judge → completeness) and metrics for the engine.
 
 Paper: BenchPreS (arXiv 2603.16557). Run:
-  python -m prefray.launch -m benchmark=benchpres condition=all model=local judge=local limit=2
+  prefray launch -m benchmark=benchpres condition=all model=local judge=local limit=2
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ against the true one (precision, recall, F1). Generation task: answer the reques
 1–10 how well the answer satisfies the true preference. Conditions: full, oracle,
 oracle_preference, summary.
 
-Run: python -m prefray.launch -m benchmark=cupid condition=all model=local judge=local limit=3
+Run: prefray launch -m benchmark=cupid condition=all model=local judge=local limit=3
 """
 
 from prefray.benchmarks.cupid.benchmark import Cupid

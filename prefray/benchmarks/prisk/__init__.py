@@ -10,7 +10,7 @@ both, with or without a reflection step. Sub-benchmarks:
   SYCOPHANCY  lean toward the user's side (1 = heavily skewed, 5 = balanced) and PIS (percent)
 IRP and sycophancy scores are also fitted with a mixed model over the 2×2 profile × memory design.
 
-Run: python -m prefray.launch -m benchmark=prisk_irp,prisk_narrowing,prisk_sycophancy \
+Run: prefray launch -m benchmark=prisk_irp,prisk_narrowing,prisk_sycophancy \
          condition=all model=local judge=local limit=1 benchmark.samples=2
 """
 

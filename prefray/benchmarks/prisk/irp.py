@@ -18,7 +18,7 @@ Under the four factorial conditions the IRP score is also fitted with the mixed 
 a base answer once).
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
-Run: python -m prefray.launch -m benchmark=prisk_irp condition=all model=local judge=local limit=1
+Run: prefray launch -m benchmark=prisk_irp condition=all model=local judge=local limit=1
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ mean|C_base| per (persona, query), Fisher tests on useful-item exclusion per att
 NAR_Vq_size[item=q] and NAR_Vq_size (condition `factorial`).
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
-Run: python -m prefray.launch -m benchmark=prisk_narrowing condition=all model=local judge=local limit=1 \
+Run: prefray launch -m benchmark=prisk_narrowing condition=all model=local judge=local limit=1 \
          benchmark.samples=2
 """
 

@@ -30,7 +30,7 @@ SYC_PIS = 100 × mean; it is defined only where the model was shown personal con
 Under the four factorial conditions the score is also fitted with `factorial.py`.
 
 Paper: "Evaluating the Hidden Costs of Personalization in Large Language Models".
-Run: python -m prefray.launch -m benchmark=prisk_sycophancy condition=all model=local judge=local limit=1
+Run: prefray launch -m benchmark=prisk_sycophancy condition=all model=local judge=local limit=1
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reference part of `python -m prefray.launch --help`: config groups and their options, run
+"""The reference part of `prefray launch --help`: config groups and their options, run
 settings with their defaults, and the other entry points. Read from `conf/` and the entry points'
 own docstrings, so it never goes stale."""
 
@@ -21,7 +21,7 @@ from prefray.engine.config.sweep import (
 )
 
 ENTRY_POINTS = ("plan", "rerun", "rejudge", "view")
-FALLBACK = {"view": "`python -m prefray.view RUN_DIR` — look at a finished run's metrics, plots and rows."}
+FALLBACK = {"view": "`prefray view RUN_DIR` — look at a finished run's metrics, plots and rows."}
 WIDTH = 100
 KEY_LINE = re.compile(r"^(\s*)([A-Za-z_][\w-]*):\s*(.*?)\s*$")
 
@@ -103,8 +103,8 @@ def run_settings(conf: Path) -> list[str]:
 def _summary(module: str) -> str:
     spec = importlib.util.find_spec(f"prefray.app.{module}")  # the command's own docstring
     if spec is None or not spec.origin:
-        return FALLBACK.get(module, f"python -m prefray.{module}")
-    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or f"python -m prefray.{module}"
+        return FALLBACK.get(module, f"prefray {module}")
+    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or f"prefray {module}"
     usage, _, rest = doc.partition("\n\n")
     usage = usage.replace("\n", " ")
     if rest and " — " not in usage:  # a usage line alone: add the first sentence that follows it

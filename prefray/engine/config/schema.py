@@ -175,6 +175,10 @@ class ModelSpec:
                                  "default request parameters")
     # Applied over any stage's max_tokens (e.g. for a slow local model).
     max_output_tokens: int | None = key(integer(1, TOKENS_MAX).or_null("no cap"), None, "cap on any stage's max_tokens")
+    # The context window: a request's prompt and its output budget together must fit in it; a launch
+    # whose calls cannot fit is refused before it starts (engine/flow/horizon.py).
+    context_tokens: int | None = key(integer(1, TOKENS_MAX).or_null("not known, not checked"), None,
+                                     "tokens of the context window (prompt and output together)")
     # See engine/calls/output_budget.py.
     reasoning_tokens: int = key(integer(0, TOKENS_MAX), 0, "output tokens spent reasoning before the visible answer")
     # What the option is, as configured: a reasoning model (thinks before its visible answer) or not.

@@ -1,5 +1,5 @@
-"""`python -m prefray.engine.config.table` — the generated tables of the docs' config reference
-(docs/hooks.py builds that page from them): every config key, and every failure cause.
+"""The generated tables of the docs' config reference (docs/hooks.py builds that page from them;
+run as a module, this file prints them): every config key, and every failure cause.
 
 The key table is printed from the schema itself (and from the benchmark and condition option
 files), so it cannot drift from what the validator accepts; the cause table from the one list of

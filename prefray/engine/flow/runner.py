@@ -140,6 +140,12 @@ class JobRunner:
         self.settings = settings
         self.dispatcher = dispatcher
         self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
+        # Resuming (rows stored already): every unit this launch builds, stored or sent, by stage and
+        # judge, so the metrics of those stages cover what it asked for, not rows of a larger limit or
+        # more samples stored before (another judge's stored verdicts are not this launch's to narrow).
+        self.asked: dict[tuple[str, str], set[str]] | None = {} if self.folder.is_dir() else None
+        samples = job.settings.get("samples")
+        self.samples: int | None = samples if isinstance(samples, int) else None
         self.flow: StageFlow | None = None
         self._shards_since_roll = 0
         self._rolling = False
@@ -200,8 +206,11 @@ class JobRunner:
     def _pending(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
                  states: dict[str, tuple[str, str, int]]) -> Iterator[Pending | None]:
         """Per unit, in order: its Pending if it is to be sent, else None (stored already)."""
+        asked = None if self.asked is None else self.asked.setdefault((stage.name, judge), set())
         for unit in units:
             uid = unit_id(self.job, stage, judge, unit)
+            if asked is not None:
+                asked.add(uid)
             state = states.get(uid)
             if state is None:
                 yield Pending(uid, unit, 1)
@@ -437,8 +446,11 @@ class StageFlow:
             await self.taken.wait()
 
     def rows(self, name: str, runner: JobRunner) -> pa.Table:
-        """Stored rows of stage `name` of this job, read from disk."""
+        """Stored rows of stage `name` of this job, read from disk: of the samples it asks for (a resume
+        with fewer samples builds no later-stage unit from the others)."""
         expr = (ds.field("stage") == name) & (ds.field("judge") == self.judges.get(name, ""))
+        if runner.samples is not None:
+            expr = expr & (ds.field("sample") < runner.samples)
         return latest_attempts(read_rows(runner.folder, expr))
 
 

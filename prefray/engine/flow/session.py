@@ -147,14 +147,24 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                 settings: RunSettings, dispatcher: Dispatcher,
-                feed: Callable[[str, int, int, int, float], None] | None = None) -> list[tuple[Job, BaseException]]:
-    """Run every job; with `feed`, live progress learns of each finished call from the gateways."""
+                feed: Callable[[str, int, int, int, float], None] | None = None,
+                asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None
+                ) -> list[tuple[Job, BaseException]]:
+    """Run every job; with `feed`, live progress learns of each finished call from the gateways.
+    `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built
+    by stage and judge."""
     runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
                for i, job in enumerate(jobs)]
     watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
     try:
         return await run_jobs(runners)
     finally:
+        for runner in runners:
+            if asked is not None and runner.asked is not None:
+                job = runner.job
+                folder = asked.setdefault((job.benchmark, job.model.name, job.condition), {})
+                for stage, units in runner.asked.items():
+                    folder.setdefault(stage, set()).update(units)
         if watcher is not None:
             watcher.cancel()
         await dispatcher.close()
@@ -211,7 +221,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, options.run_dir, options.run)  # models in tier batch
             feed = progress.add_calls if show else None
-            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed))
+            asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
+            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed, asked))
+            for job, _ in crashed:   # a job stopped part way built only some of its units: its metrics take all rows
+                asked.pop((job.benchmark, job.model.name, job.condition), None)
     finally:
         if cache is not None:
             cache.close()
@@ -229,9 +242,9 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         if options.compact:
             compact_paid(options.run_dir)   # every gateway has handed its paid record over
             compact_requests(options.run_dir)
-        aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs}, options.budget_usd,
-                      plots=options.run.plots, figures=options.run.figures,
-                      panels=panels(jobs) if options.run.panel else None)
+        metrics = aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs},
+                                options.budget_usd, plots=options.run.plots, figures=options.run.figures,
+                                panels=panels(jobs) if options.run.panel else None, asked=asked)
     finally:
         if stopping is not None:
             stopping.join()
@@ -240,7 +253,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     if crashed:
         return EXIT_ERROR
     fold_away(options.run_dir)
-    return report_incomplete(options, jobs, benchmarks, instances)
+    from prefray.engine.results.report import found_line
+
+    return report_incomplete(options, jobs, benchmarks, instances, found_line(metrics, options.location
+                                                                              or options.run_dir))
 
 
 def budget_warning_of(budget: Any) -> str:
@@ -254,8 +270,14 @@ def budget_warning_of(budget: Any) -> str:
     return budget_warning(ray.get(budget.state.remote())) or ""
 
 
+def _say(line: str) -> None:
+    if line:
+        sys.stderr.flush()
+        print(line, flush=True)
+
+
 def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
-                      instances: dict[int, Sequence[Any]]) -> int:
+                      instances: dict[int, Sequence[Any]], found: str = "") -> int:
     """EXIT_OK if the run is complete by the failure policy (every unit has an answer; judge failures
     are excluded and model failures scored, and are said in one line); else write incomplete.csv,
     print one line (counts by cause, later-stage units never built, the rerun command) and return
@@ -272,8 +294,11 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     counts = failure_counts(options.run_dir, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
-            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr)
+            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
+                  flush=True)
+        _say(found)   # a complete run's last line: what it found
         return EXIT_OK
+    _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
     unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
     write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
@@ -281,6 +306,6 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
               "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
-          f"python -m prefray.rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
+          f"prefray rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
           file=sys.stderr)
     return EXIT_INCOMPLETE

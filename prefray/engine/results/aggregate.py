@@ -287,16 +287,37 @@ def best_rows_and_ledger(run_dir: Path) -> tuple[pa.Table, pa.Table]:
     return best, costs
 
 
+def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]]
+                 ) -> tuple[pa.Table, int]:
+    """The rows of each (benchmark, model, condition) folder and (stage, judge) in `asked` that are
+    among its units (every other row as it is), and how many were left out."""
+    if not asked or not best.num_rows:
+        return best, 0
+    keep = pa.array([True] * best.num_rows)
+    for (benchmark, model, condition), stages in asked.items():
+        cell = pc.and_(pc.and_(pc.equal(best["benchmark"], benchmark), pc.equal(best["model"], model)),
+                       pc.equal(best["condition"], condition))
+        for (stage, judge), units in stages.items():
+            ran = pc.and_(cell, pc.and_(pc.equal(best["stage"], stage), pc.equal(best["judge"], judge)))
+            outside = pc.and_(ran, pc.invert(pc.is_in(best["unit_id"], pa.array(sorted(units), pa.string()))))
+            keep = pc.and_(keep, pc.invert(outside))
+    kept = best.filter(keep)
+    return kept, best.num_rows - kept.num_rows
+
+
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
-                  seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None
-                  ) -> pa.Table:
+                  seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
+                  asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
     """Write metrics.{csv,parquet,md} (with bootstrap CIs, seeded by `seed`), deltas.{csv,parquet},
     calls.csv, costs.csv, judge_agreement.csv and plots/ (`figures`: headline, all or none; `plots`
     False: none); print a summary. `panels` (benchmark → its judges): each benchmark's panel verdicts
-    join the rows, as one more judge (agreement.panel_rows)."""
+    join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → its
+    stages and judges the launch ran → the units it built): those rows cover only these units; the line
+    before the summary says how many stored rows were left out (costs count every try paid)."""
     run_dir = Path(run_dir)
     best, costs = best_rows_and_ledger(run_dir)
+    best, left_out = within_asked(best, asked or {})
     draw = plots and figures != "none"
     drawing = early_drawing_pool(best.num_rows) if draw else None
     try:
@@ -312,6 +333,9 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     if not quiet:
         from prefray.engine.results.report import print_summary
 
+        if left_out:
+            print(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other instances "
+                  "or samples (a larger limit or benchmark.samples before) left out; they stay stored")
         print_summary(metrics, calls, costs, budget_usd)
         print(f"metrics: {RunDir(run_dir).metrics_csv}  {RunDir(run_dir).metrics_md}")
     return metrics

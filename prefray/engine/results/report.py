@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -26,6 +27,26 @@ def headline(metrics: pa.Table) -> pa.Table:
     """Overall metrics only (breakdowns carry a [slice] suffix)."""
     names = metrics["metric"].to_pylist()
     return metrics.take(pa.array([i for i, name in enumerate(names) if "[" not in name], pa.int64()))
+
+
+def found_line(metrics: pa.Table, where: Path | str, shown: int = 2, per_cell: int = 4) -> str:
+    """One line saying what a run found: the first `per_cell` headline metrics of each of the first
+    `shown` cells that have one (bookkeeping such as failure counts left to the tables), the number
+    of the other cells, and where every metric is."""
+    from prefray.engine.results.plots import DIAGNOSTIC
+
+    cells: dict[tuple[str, str, str, str], list[str]] = {}
+    for row in headline(metrics).to_pylist():
+        name = row["metric"]
+        if DIAGNOSTIC.search(name) or "_excluded_" in name or name.startswith("unmapped_"):
+            continue
+        cell = (row["benchmark"], row["model"], row["condition"], row["judge"])
+        cells.setdefault(cell, []).append(f"{name} {_fmt(row['value'])} (n={row['n']})")
+    parts = [f"{b}/{m}/{c}" + (f" judged by {j}" if j else "") + ": " + ", ".join(found[:per_cell])
+             for (b, m, c, j), found in list(cells.items())[:shown]]
+    more = f"; {len(cells) - shown} more cells" if len(cells) > shown else ""
+    said = "; ".join(parts) if parts else "no metric (no answer was stored)"
+    return f"prefray: found: {said}{more}; every metric in {where}/metrics.md"
 
 
 def incomplete_cells(metrics: pa.Table) -> list[str]:
@@ -76,7 +97,7 @@ def render_markdown(metrics: pa.Table, calls: pa.Table, costs: pa.Table | None =
     cells = incomplete_cells(metrics)
     if cells:
         parts[2:2] = ["**Incomplete cells** (metrics cover only the units that ran; "
-                      "`python -m prefray.rerun RUN_DIR` runs the rest):", "", *[f"- {c}" for c in cells], ""]
+                      "`prefray rerun RUN_DIR` runs the rest):", "", *[f"- {c}" for c in cells], ""]
     if costs is not None and costs.num_rows:
         spent = sum(costs["cost_usd"].to_pylist())
         limit = f" of a {budget_usd:.2f} USD budget" if budget_usd is not None else ""

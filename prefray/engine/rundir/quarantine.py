@@ -76,7 +76,7 @@ def stale_note(run_dir: Path, location: str | None = None) -> str | None:
     if unreadable:
         first = unreadable[0][0].relative_to(run.root)
         return (f"{len(unreadable)} shard(s) unreadable ({first}{', ...' if len(unreadable) > 1 else ''}): the "
-                f"metrics may count rows that are no longer readable; python -m prefray.rerun {shown} quarantines "
+                f"metrics may count rows that are no longer readable; prefray rerun {shown} quarantines "
                 "them, asks their units again and writes the metrics anew")
     metrics = run.metrics_csv
     if not metrics.exists():
@@ -88,5 +88,5 @@ def stale_note(run_dir: Path, location: str | None = None) -> str | None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(written))
         latest = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(changed)))
         return (f"the metrics are older than the shards (metrics.csv written {when}, shards changed {latest}); "
-                f"python -m prefray.rerun {shown} writes them anew")
+                f"prefray rerun {shown} writes them anew")
     return None

@@ -318,7 +318,7 @@ def finish_or_say(mirror: Mirror) -> None:
         touched = mirror.finish()
     except Exception as exc:  # noqa: BLE001 - the results are safe in staging; say how to copy them
         print(f"prefray: could not copy the results to {mirror.uri}: {one_line(exc)}; they are in "
-              f"{mirror.local} (python -m prefray.upload {mirror.local} {mirror.uri} copies them)",
+              f"{mirror.local} (prefray upload {mirror.local} {mirror.uri} copies them)",
               file=sys.stderr)
         raise SystemExit(1) from None
     if touched:
