@@ -211,7 +211,9 @@ async def send_tagged(limits: ModelLimits, tags: list[str], latency: float) -> l
 
 
 def test_a_lane_takes_turns_across_tags_not_arrival_order():
-    sent = asyncio.run(send_tagged(ModelLimits(None, None, 1), ["a"] * 12 + ["b"] * 4 + ["c"] * 2, 0.001))
+    # each call lasts 50 ms, far longer than the queueing of all 18 (a few microseconds each), so every
+    # call is in line before the first one is done, however loaded the machine
+    sent = asyncio.run(send_tagged(ModelLimits(None, None, 1), ["a"] * 12 + ["b"] * 4 + ["c"] * 2, 0.05))
     # "a" 1 is sent on arrival, "a" 2 holds the turn waiting for the one slot, "a" 3 has the next
     # turn (its tag was first in line); then the three tags alternate while each has calls waiting
     assert sent == ["a", "a", "a", "b", "c", "a", "b", "c", "a", "b", "a", "b"] + ["a"] * 6
