@@ -208,18 +208,20 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     from prefray.app.compose import compose_sweep
     from prefray.engine.config.preflight import load_datasets
     from prefray.engine.flow.dryrun import SimulatedGateways
-    from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+    from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
     from prefray.engine.rundir.cache import ResponseCache
+    from prefray.engine.rundir.layout import RunDir
+    from prefray.engine.sweep import Sweep
 
     sweep = ["benchmark=benchpres,prisk_sycophancy", "condition=profile,default", "model=fake", "judge=fake"]
     _, jobs, benchmarks = compose_sweep([*sweep, "limit=1"], multirun=True)
     instances, _ = load_datasets(jobs, benchmarks)
     cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
     stored = tmp_path / "stored"
-    settings = RunSettings(stored, cache=cache)
+    run = Sweep.assemble(jobs, benchmarks, instances, stored)
     answers = SimulatedGateways()
-    asyncio.run(run_jobs([JobRunner(job, benchmarks[job.benchmark], instances[i], settings, answers)
-                          for i, job in enumerate(jobs)]))
+    outlets = Outlets.of(RunDir(stored), cache=cache)
+    asyncio.run(run_jobs([JobRunner(prepared, run, outlets, answers) for prepared in run.jobs]))
     resumed = planned([*sweep, "limit=2"], stored, simulated=False)
     assert_agree(resumed, planned([*sweep, "limit=2"], stored, simulated=True))
     fresh = planned([*sweep, "limit=2"], tmp_path / "fresh", simulated=False)
@@ -243,6 +245,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     from prefray.engine.config.preflight import load_datasets
     from prefray.engine.flow import counting
     from prefray.engine.money.estimate import summarize
+    from prefray.engine.sweep import Sweep
 
     _, (job,), benchmarks = compose_sweep(["benchmark=benchpres", "model=fake", "judge=fake", "limit=3"], True)
     instances, _ = load_datasets([job], benchmarks)
@@ -252,7 +255,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     data = {i: instances[0] for i in range(len(jobs))}
 
     def lines(chosen: list, data: dict) -> dict:
-        rows = counting.count(chosen, benchmarks, data, tmp_path / "never", {})
+        rows = counting.count(Sweep.assemble(chosen, benchmarks, data, tmp_path / "never"))
         return {(x.model, x.stage): (x.calls, x.input_tokens, x.output_tokens) for x in summarize(rows, chosen)}
 
     alone = {**lines([same], {0: instances[0]}), **lines([longer], {0: instances[0]})}
@@ -267,7 +270,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
         assert sampled[key][0] == calls
         assert abs(sampled[key][1] - tokens_in) <= 0.15 * tokens_in, key
         assert abs(sampled[key][2] - tokens_out) <= 0.15 * tokens_out, key
-    rows = counting.count(jobs, benchmarks, data, tmp_path / "never", {}).to_pylist()
+    rows = counting.count(Sweep.assemble(jobs, benchmarks, data, tmp_path / "never")).to_pylist()
     measured = {r["model"]: (r["sampled"], r["calls"]) for r in rows if r["stage"] == "generate"}
     assert measured["longer"] == (3, 9) and measured["fake"] == measured["same-budget"] == (9, 9)
 

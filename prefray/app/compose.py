@@ -18,6 +18,8 @@ from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.config import catalog
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.config.sweep import JobChoice, SweepError, expand
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import ModelSpec
 
 
@@ -44,6 +46,16 @@ def compose_sweep(overrides: list[str], multirun: bool) -> tuple[list[dict[str, 
     configs = with_repeats(compose_configs(expand(overrides, conf, multirun), conf), repeats)
     jobs = checked_jobs(configs, conf)
     return configs, jobs, load_benchmarks(configs)
+
+
+def sweep_of(configs: list[dict[str, Any]], jobs: list[Job], benchmarks: dict[str, Benchmark],
+             instances: dict[int, Any], run_dir: Path | str, location: Path | str | None = None,
+             policy: SendPolicy | None = None) -> Sweep:
+    """The typed sweep the engine runs: every prepared job, the run config (every job of a sweep shares
+    run.*), the local run dir (`location`: run.dir as given, a URI when `run_dir` is its staging mirror)
+    and the command's send policy."""
+    return Sweep.assemble(jobs, benchmarks, instances, RunDir(run_dir), RunConfig.from_config(configs[0]["run"]),
+                          configs, policy=policy or SendPolicy(), location=str(location or run_dir))
 
 
 def checked_jobs(configs: list[dict[str, Any]], conf: Path) -> list[Job]:

@@ -109,9 +109,10 @@ def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: l
     instances, errors = preflight(jobs, {benchmark.name: benchmark})
     if errors:
         return refuse(errors)
+    from prefray.app.compose import sweep_of
     from prefray.engine.flow.exits import EXIT_CONFIG
 
-    code = estimate_then_run(run_dir, configs, jobs, {benchmark.name: benchmark}, instances, {})
+    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, run_dir))
     if code == EXIT_CONFIG:
         return code   # refused before anything ran (the run dir is another run's)
     report = judge_report(run_dir, jobs[0], benchmark, annotators, level, resamples)

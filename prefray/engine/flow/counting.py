@@ -57,6 +57,7 @@ from prefray.engine.flow.runner import unit_id
 from prefray.engine.money.estimate_rows import PLAN_SCHEMA
 from prefray.engine.rundir.cache import ResponseCache, cache_key
 from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, latest_attempts, read_rows
+from prefray.engine.sweep import Sweep
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit
 
 # Instances of a cell whose units are built and measured for an evaluated model whose output budget
@@ -277,8 +278,16 @@ def _has_answers(cache: ResponseCache | None) -> bool:
     return cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
 
 
-def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-          run_dir: Path, settings: dict[str, Any]) -> pa.Table:
+def count(sweep: Sweep, cache: ResponseCache | None = None) -> pa.Table:
+    """The plan's rows (PLAN_SCHEMA) for the sweep's jobs under its send policy, with `cache` (a
+    ResponseCache or None) answering what it holds."""
+    return count_jobs(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
+                      {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
+                       "rerun_causes": sweep.policy.resend_causes})
+
+
+def count_jobs(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+               run_dir: Path, settings: dict[str, Any]) -> pa.Table:
     """The plan's rows (PLAN_SCHEMA) for `jobs`. `settings`: `cache` (a ResponseCache or None),
     `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
     ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prefray.engine.benchmark import Job
+from prefray.engine.config.schema import RunConfig
 from prefray.engine.failures import failure_class
 from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
+from prefray.engine.sweep import SendPolicy, Sweep
 
 
 def _best_rows(run_dir: Path, jobs: Sequence[Job]):
@@ -53,16 +55,15 @@ def no_answer_causes() -> frozenset[str]:
     return NO_ANSWER_CAUSES
 
 
-def unbuilt_units(jobs: Sequence[Job], benchmarks: dict, instances: dict, run_dir: Path,
-                  shard_size: int) -> Counter:
+def unbuilt_units(sweep: Sweep) -> Counter:
     """Per (benchmark, model, condition): later-stage units that were never built because the
     units they depend on have no answer. Found by planning the rerun against the simulated
     provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
     from prefray.engine.flow.dryrun import simulate
 
-    stored = set(read_rows(run_dir, columns=["unit_id"]).column("unit_id").to_pylist())
-    rows = simulate(jobs, benchmarks, instances, run_dir,
-                    {"shard_size": shard_size, "rerun_causes": no_answer_causes()})
+    stored = set(read_rows(sweep.run_dir.root, columns=["unit_id"]).column("unit_id").to_pylist())
+    rows = simulate(sweep.with_policy(SendPolicy(resend_causes=no_answer_causes())),
+                    output_ratio=RunConfig.estimate_output_ratio)
     unbuilt: Counter = Counter()
     for uid, benchmark, model, condition in zip(*(rows[c].to_pylist() for c in
                                                   ("unit_id", "benchmark", "model", "condition"))):

@@ -20,6 +20,7 @@ from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
+from prefray.engine.sweep import Sweep
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -260,6 +261,16 @@ def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], dict[tuple[st
             keep = pc.and_(keep, pc.invert(outside))
     kept = best.filter(keep)
     return kept, best.num_rows - kept.num_rows
+
+
+def aggregate_sweep(sweep: Sweep,
+                    asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
+    """aggregate_run over the sweep's run dir, with its benchmarks, their settings, its budget and its
+    run.plots / run.figures / run.panel choices."""
+    run = sweep.run
+    return aggregate_run(sweep.run_dir.root, sweep.benchmarks, {j.benchmark: j.settings for j in sweep.job_list},
+                         run.budget_usd, plots=run.plots, figures=run.figures,
+                         panels=sweep.panels() if run.panel else None, asked=asked)
 
 
 def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
