@@ -300,7 +300,7 @@ class JobRunner:
         elif stage.read is not None:
             parsed = [stage.read(p.unit, r.text) if r.status == "ok" else None for p, r in zip(shard, results)]
         self.keep_answers(keys, results)
-        rows = [self._row(stage, spec, judge, p, request, result, value)
+        rows = [stored_row(self.job, stage, spec, judge, p.uid, p.unit, p.attempt, request, result, value)
                 for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
@@ -357,28 +357,30 @@ class JobRunner:
             if second.status == "ok" and not try_parse(stage, second, parsed, i):
                 second.status, second.cause = "failed", Cause.PARSE_ERROR
 
-    def _row(self, stage: Stage, spec: ModelSpec, judge: str, pending: Pending, request: ChatRequest,
-             result: CallResult, value: Any) -> dict[str, Any]:
-        unit = pending.unit
-        return {
-            "unit_id": pending.uid, "attempt": pending.attempt,
-            "benchmark": self.job.benchmark, "model": self.job.model.name, "condition": self.job.condition,
-            "stage": stage.name, "role": stage.role, "judge": judge,
-            "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
-            "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
-            "request_hash": request.prompt_hash(spec.model_id),
-            "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
-            "params_json": json.dumps(request.params, sort_keys=True),
-            "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
-            "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
-            "finish_reason": result.finish_reason, "truncated": result.truncated,
-            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
-            "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
-            "cache_read_tokens": result.cache_read_tokens, "cache_write_tokens": result.cache_write_tokens,
-            "cache_saved_usd": 0.0 if result.cached else result.cache_saved_usd,
-            "tries": result.tries, "latency_s": result.latency_s,
-            "started_at": result.started_at, "finished_at": result.finished_at,
-        }
+
+def stored_row(job: Job, stage: Stage, spec: ModelSpec, judge: str, uid: str, unit: WorkUnit, attempt: int,
+               request: ChatRequest, result: CallResult, value: Any) -> dict[str, Any]:
+    """The row (SHARD_SCHEMA) stored for one answered unit: by the runner, and by the counting plan
+    for the rows later stages build from. A cached answer cost nothing and saved nothing."""
+    return {
+        "unit_id": uid, "attempt": attempt,
+        "benchmark": job.benchmark, "model": job.model.name, "condition": job.condition,
+        "stage": stage.name, "role": stage.role, "judge": judge,
+        "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
+        "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
+        "request_hash": request.prompt_hash(spec.model_id),
+        "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
+        "params_json": json.dumps(request.params, sort_keys=True),
+        "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
+        "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
+        "finish_reason": result.finish_reason, "truncated": result.truncated,
+        "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+        "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
+        "cache_read_tokens": result.cache_read_tokens, "cache_write_tokens": result.cache_write_tokens,
+        "cache_saved_usd": 0.0 if result.cached else result.cache_saved_usd,
+        "tries": result.tries, "latency_s": result.latency_s,
+        "started_at": result.started_at, "finished_at": result.finished_at,
+    }
 
 
 class StageFlow:
