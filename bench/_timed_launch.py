@@ -47,8 +47,8 @@ def peak_mb() -> float:
 
 def main() -> int:
     import prefray.app.launch as launch
+    import prefray.app.preflight as preflight
     import prefray.engine.calls.dispatch as dispatch
-    import prefray.engine.config.preflight as preflight
     import prefray.engine.flow.session as session
     import prefray.engine.results.plots as plots
 

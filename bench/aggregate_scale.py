@@ -53,7 +53,7 @@ RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
 CHILD = """
 import resource, sys, time
 from pathlib import Path
-from prefray.engine.config import catalog
+from prefray.app import catalog
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.results.plots import figure_specs, write_plots
 from prefray.engine.flow.session import use_system_allocator

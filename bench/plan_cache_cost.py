@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 def plan(overrides: list[str], run_dir: Path) -> list[dict[str, Any]]:
     """The counting plan's sent rows (estimate_rows.PLAN_SCHEMA) for a multirun with `overrides`."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.counting import count
     from prefray.engine.sweep import Sweep
 

@@ -13,10 +13,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import compose_overrides, conf_dir
+from prefray.app.table import cause_table
+from prefray.app.validate import config_problems
 from prefray.engine.benchmark import Job
-from prefray.engine.config import RunConfig, config_problems
+from prefray.engine.config import RunConfig
 from prefray.engine.config.schema import REQUIRED, SECTIONS, BatchConfig, ModelSpec, TopConfig, build, default_of
-from prefray.engine.config.table import cause_table
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CAUSE_MEANINGS, CallResult, Cause
 
@@ -108,7 +109,7 @@ def test_causes_are_one_list_with_the_stored_values():
 
 def test_rerun_reads_the_causes_from_the_one_list():
     from prefray.app import rerun
-    from prefray.engine.config.sweep import SweepError
+    from prefray.app.sweep import SweepError
     from prefray.engine.failures import NO_ANSWER_CAUSES
 
     assert rerun.RERUN_CAUSES == set(Cause) and rerun.DEFAULT_RERUN_CAUSES == NO_ANSWER_CAUSES

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from prefray.app.compose import SweepError, build_job, compose_configs, conf_dir
+from prefray.app.sweep import all_options, expand
 from prefray.benchmarks.cupid.scoring import parse_match
-from prefray.engine.config.sweep import all_options, expand
 from tests.test_cupid_prompts import INFER_MARK, fake_requests, write
 
 CONF = conf_dir()

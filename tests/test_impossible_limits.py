@@ -63,7 +63,7 @@ def test_the_rate_bound_counts_the_judge_stages_the_plan_counts(tmp_path):
     """A judge makes no call until answers arrive, so its lane is bounded by the counting plan's
     exact calls: those `prefray plan` prints for the judge's stages."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.flow.counting import count
     from prefray.engine.sweep import Sweep
 
@@ -87,7 +87,7 @@ def test_the_rate_bound_counts_the_judge_stages_the_plan_counts(tmp_path):
 
 def test_a_free_model_has_no_impossible_budget():
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.config.schema import RunConfig
     from prefray.engine.flow.horizon import first_calls, limit_problems
     from prefray.engine.sweep import Sweep

@@ -21,7 +21,7 @@ CACHEABLE = ["model.cache_min_tokens=64"]
 def planned(overrides: list[str], tmp_path) -> tuple[list, dict, dict, dict]:
     """(jobs, benchmarks, instances, plan rows of the generate stage by model option)."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.counting import count
     from prefray.engine.sweep import Sweep
 
@@ -107,7 +107,7 @@ def test_a_sampled_model_takes_its_cells_cache_share(monkeypatch, tmp_path):
     from dataclasses import replace
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow import counting
     from prefray.engine.sweep import Sweep
 

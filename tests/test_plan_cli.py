@@ -10,11 +10,11 @@ import subprocess
 import pytest
 from omegaconf import OmegaConf
 
+from prefray.app import catalog
 from prefray.app.compose import compose_judge, conf_dir
+from prefray.app.sweep import group_options
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.calls.pricing import max_output_tokens
-from prefray.engine.config import catalog
-from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import command_here
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
@@ -125,7 +125,7 @@ def test_quickstart_needs_no_key(tmp_path):
 
 def test_quickstart_preflight_asks_for_no_key(monkeypatch):
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
 
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:
         monkeypatch.delenv(name)
@@ -165,7 +165,7 @@ def planned(overrides: list[str], run_dir, simulated: bool, cache=None, jobs_and
     """(benchmark, model, stage, answered_by) → (calls, cached, input tokens, output tokens)."""
     from prefray.app.compose import compose_sweep
     from prefray.app.plan import plan_rows
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.money.estimate import summarize
 
     _, jobs, benchmarks = compose_sweep(overrides, multirun=True)
@@ -206,7 +206,7 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     import asyncio
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.dryrun import SimulatedGateways
     from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
     from prefray.engine.rundir.cache import ResponseCache
@@ -242,7 +242,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     from dataclasses import replace
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow import counting
     from prefray.engine.money.estimate import summarize
     from prefray.engine.sweep import Sweep

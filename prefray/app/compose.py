@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prefray.app import catalog
+from prefray.app.sweep import JobChoice, SweepError, expand
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.config import catalog
 from prefray.engine.config.schema import RunConfig
-from prefray.engine.config.sweep import JobChoice, SweepError, expand
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import ModelSpec
@@ -194,7 +194,7 @@ def check_distinct(jobs: list[Job]) -> None:
 
 def validate(configs: list[dict[str, Any]], conf: Path) -> None:
     """Refuse the sweep if any value breaks the schema (checked before anything starts)."""
-    from prefray.engine.config import sweep_problems
+    from prefray.app.validate import sweep_problems
 
     problems = sweep_problems(configs, conf)
     if problems:

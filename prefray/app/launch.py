@@ -10,10 +10,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from prefray.app.cli_help import HelpWithOptions
 from prefray.app.commands import OneLineErrors, refuse, refused
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
-from prefray.engine.config.cli_help import HelpWithOptions
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_OK
 from prefray.engine.sweep import Sweep
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         for cfg in configs:
             print(OmegaConf.to_yaml(cfg))
         return EXIT_OK
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.rundir.ownership import RunDirBusy
     from prefray.engine.rundir.remote import is_uri, staged_run
 

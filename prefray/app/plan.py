@@ -25,7 +25,7 @@ from typing import Any
 from prefray.app.commands import refused
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
 from prefray.app.launch import SweepParser
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 from prefray.engine.rundir.cache import ResponseCache
 from prefray.engine.sweep import Sweep
@@ -42,8 +42,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from prefray.app.preflight import load_datasets, missing_keys
     from prefray.engine.calls.batch.plan import tier_lines  # cost in both tiers, expected latency
-    from prefray.engine.config.preflight import load_datasets, missing_keys
     from prefray.engine.money.estimate import print_estimate, summarize, write_estimate_csv
     from prefray.engine.money.estimate_table import jobs_line, print_tier_lines
 

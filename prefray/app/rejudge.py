@@ -19,7 +19,7 @@ from prefray.app.commands import Parser, refused
 from prefray.app.compose import compose_judge, conf_dir
 from prefray.app.panel import panel_members, repeated, split_repeats
 from prefray.app.rerun import estimate_then_run, on_run_dir, prepare, run_location
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 from prefray.engine.sweep import SendPolicy
 
 

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from prefray.app.compose import load_benchmarks
-    from prefray.engine.config.sweep import SweepError
+    from prefray.app.sweep import SweepError
     from prefray.engine.results.aggregate import write_atomic
     from prefray.engine.results.manifest import recorded_configs
     from prefray.engine.results.paper_tables import fill, latex, markdown

@@ -17,7 +17,7 @@ from typing import Any
 
 from prefray.app.commands import Parser, refuse, refused
 from prefray.app.compose import ConfigProblems, checked_jobs, conf_dir, load_benchmarks, sweep_of
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 from prefray.engine.failures import NO_ANSWER_CAUSES
 from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import CAUSE_MEANINGS, Cause
@@ -114,7 +114,7 @@ def prepare(run_dir: Path, overrides: list[str], policy: SendPolicy,
     """The sweep of a finished run, rebuilt from its manifest with new run settings (and judge, or
     judges: one job per judge) and the command's send policy; `run_dir` is where the run's files are
     (the staging mirror of `location` when that is a URI)."""
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
 
     try:
