@@ -167,11 +167,12 @@ def planned(overrides: list[str], run_dir, simulated: bool, cache=None, jobs_and
     from prefray.app.plan import plan_rows
     from prefray.app.preflight import load_datasets
     from prefray.engine.money.estimate import summarize
+    from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep(overrides, multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     assert not errors
-    rows = plan_rows(jobs, benchmarks, instances, run_dir, {"cache": cache}, simulated)
+    rows = plan_rows(Sweep.assemble(jobs, benchmarks, instances, run_dir), cache, simulated)
     return {(x.benchmark, x.model, x.stage, x.answered_by): (x.calls, x.cached, x.input_tokens, x.output_tokens)
             for x in summarize(rows, jobs)}
 
