@@ -147,7 +147,7 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(part.cast(SHARD_SCHEMA), folder / f"mixed-{index:05d}.parquet")
         written += table.num_rows
-    compact_paid(run_dir)   # as a run does once its calls are over
+    compact_paid(RunDir(run_dir))   # as a run does once its calls are over
     return written
 
 

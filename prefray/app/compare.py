@@ -102,7 +102,7 @@ def load_run(location: Path) -> LoadedRun:
     if not paths.manifest.exists() or not paths.shards.is_dir():
         raise BadRun(f"{location}: not a prefray run directory (it needs manifest.json and shards/)")
     try:
-        configs = recorded_configs(location)
+        configs = recorded_configs(paths)
         benchmarks = load_benchmarks(configs)
     except (SweepError, ValueError, KeyError) as exc:
         raise BadRun(f"{location}: cannot read its manifest: {str(exc).splitlines()[0]}") from None

@@ -49,13 +49,13 @@ def compose_sweep(overrides: list[str], multirun: bool) -> tuple[list[dict[str, 
 
 
 def sweep_of(configs: list[dict[str, Any]], jobs: list[Job], benchmarks: dict[str, Benchmark],
-             instances: dict[int, Any], run_dir: Path | str, location: Path | str | None = None,
+             instances: dict[int, Any], run_dir: RunDir, location: Path | str | None = None,
              policy: SendPolicy | None = None) -> Sweep:
     """The typed sweep the engine runs: every prepared job, the run config (every job of a sweep shares
     run.*), the local run dir (`location`: run.dir as given, a URI when `run_dir` is its staging mirror)
     and the command's send policy."""
-    return Sweep.assemble(jobs, benchmarks, instances, RunDir(run_dir), RunConfig.from_config(configs[0]["run"]),
-                          configs, policy=policy or SendPolicy(), location=str(location or run_dir))
+    return Sweep.assemble(jobs, benchmarks, instances, run_dir, RunConfig.from_config(configs[0]["run"]),
+                          configs, policy=policy or SendPolicy(), location=str(location or run_dir.root))
 
 
 def checked_jobs(configs: list[dict[str, Any]], conf: Path) -> list[Job]:

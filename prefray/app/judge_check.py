@@ -111,8 +111,9 @@ def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: l
         return refuse(errors)
     from prefray.app.compose import sweep_of
     from prefray.engine.flow.exits import EXIT_CONFIG
+    from prefray.engine.rundir.layout import RunDir
 
-    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, run_dir))
+    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, RunDir(run_dir)))
     if code == EXIT_CONFIG:
         return code   # refused before anything ran (the run dir is another run's)
     report = judge_report(run_dir, jobs[0], benchmark, annotators, level, resamples)

@@ -15,6 +15,7 @@ from prefray.app.commands import OneLineErrors, refuse, refused
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
 from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_OK
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import Sweep
 
 
@@ -62,11 +63,12 @@ def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str,
     from prefray.engine.flow.session import run_sweep
     from prefray.engine.results.manifest import conflicting_jobs
 
-    conflicts = conflicting_jobs(local_dir, configs)
+    local = RunDir(local_dir)
+    conflicts = conflicting_jobs(local, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
-    sweep = sweep_of(configs, jobs, benchmarks, instances, local_dir, location=run_dir)
+    sweep = sweep_of(configs, jobs, benchmarks, instances, local, location=run_dir)
     if not errors:
         errors.extend(impossible_limits(sweep))
     if errors:

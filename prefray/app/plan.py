@@ -28,6 +28,7 @@ from prefray.app.launch import SweepParser
 from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 from prefray.engine.rundir.cache import ResponseCache
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import Sweep
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print("prefray: cannot estimate:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG
-    sweep = sweep_of(configs, jobs, benchmarks, instances, run_dir)
+    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir))
     cache = sweep.open_cache(only_if_present=True)  # an estimate creates no cache file
     rows = plan_rows(sweep, cache, args.simulate)
     lines = summarize(rows, jobs)

@@ -20,6 +20,7 @@ from prefray.app.compose import compose_judge, conf_dir
 from prefray.app.panel import panel_members, repeated, split_repeats
 from prefray.app.rerun import estimate_then_run, on_run_dir, prepare, run_location
 from prefray.app.sweep import SweepError
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import SendPolicy
 
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     return on_run_dir(args.run_dir, overrides, lambda run_dir: rejudge(run_dir, args.run_dir, judge, overrides))
 
 
-def rejudge(run_dir: Path, location: Path | str, judge: dict[str, Any] | list[dict[str, Any]],
+def rejudge(run_dir: RunDir, location: Path | str, judge: dict[str, Any] | list[dict[str, Any]],
             overrides: list[str]) -> int:
     try:
         sweep = prepare(run_dir, overrides, SendPolicy(subject_stored_only=True), replace_judge=judge,

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if not paths.metrics_parquet.exists():
         return _refuse(f"{args.run_dir}: no metrics.parquet; a finished launch writes it (rerun the run to aggregate)")
     try:
-        benchmarks = load_benchmarks(recorded_configs(args.run_dir))
+        benchmarks = load_benchmarks(recorded_configs(paths))
     except (SweepError, ValueError, KeyError) as exc:
         return _refuse(f"{args.run_dir}: cannot read its manifest: {str(exc).splitlines()[0]}")
     metrics = pq.read_table(paths.metrics_parquet)

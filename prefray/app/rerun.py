@@ -19,6 +19,7 @@ from prefray.app.commands import Parser, refuse, refused
 from prefray.app.compose import ConfigProblems, checked_jobs, conf_dir, load_benchmarks, sweep_of
 from prefray.app.sweep import SweepError
 from prefray.engine.failures import NO_ANSWER_CAUSES
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import CAUSE_MEANINGS, Cause
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     return on_run_dir(args.run_dir, overrides, lambda run_dir: rerun(run_dir, args.run_dir, causes, overrides))
 
 
-def rerun(run_dir: Path, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
+def rerun(run_dir: RunDir, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
     try:
         sweep = prepare(run_dir, overrides, SendPolicy(resend_causes=causes), location=location)
     except SweepError as exc:
@@ -92,9 +93,9 @@ def rerun(run_dir: Path, location: Path | str, causes: frozenset[str], overrides
     return estimate_then_run(sweep)
 
 
-def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[Path], int]) -> int:
+def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[RunDir], int]) -> int:
     """`work(local run dir)` on the run dir itself, or on the staging mirror of a URI run dir (pulled
-    first, leased while it runs, pushed back at the end)."""
+    first, leased while it runs, pushed back at the end): the one RunDir the command passes down."""
     from prefray.engine.rundir.ownership import RunDirBusy
     from prefray.engine.rundir.remote import is_uri, reach_problem, staged_run
 
@@ -103,12 +104,12 @@ def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[Path]
         return refuse([problem])
     try:
         with staged_run(location, staging_setting(overrides)) as run_dir:
-            return work(run_dir)
+            return work(RunDir(run_dir))
     except RunDirBusy as exc:
         return refuse([str(exc)])
 
 
-def prepare(run_dir: Path, overrides: list[str], policy: SendPolicy,
+def prepare(run_dir: RunDir, overrides: list[str], policy: SendPolicy,
             replace_judge: dict[str, Any] | list[dict[str, Any]] | None = None,
             location: Path | str | None = None) -> Sweep:
     """The sweep of a finished run, rebuilt from its manifest with new run settings (and judge, or
@@ -119,7 +120,7 @@ def prepare(run_dir: Path, overrides: list[str], policy: SendPolicy,
 
     try:
         configs = recorded_configs(run_dir)
-        apply_run_overrides(configs, overrides, location or run_dir)
+        apply_run_overrides(configs, overrides, location or run_dir.root)
     except (FileNotFoundError, ValueError) as exc:
         raise SweepError(str(exc)) from None
     if replace_judge is not None:

@@ -20,7 +20,6 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -95,18 +94,17 @@ class DryRunner(JobRunner):
         return [i for i in failed if not try_parse(stage, results[i], parsed, i)]
 
 
-def _scratch_copy(run_dir: Path) -> tuple[Path, set[str]]:
+def _scratch_copy(run_dir: RunDir) -> tuple[RunDir, set[str]]:
     """A scratch run dir holding hard links to the stored shards; returns it and their names."""
-    scratch = Path(tempfile.mkdtemp(prefix="prefray-estimate-"))
-    source = RunDir(run_dir).shards
-    if source.is_dir():
-        shutil.copytree(source, RunDir(scratch).shards, copy_function=_link_or_copy)
+    scratch = RunDir(tempfile.mkdtemp(prefix="prefray-estimate-"))
+    if run_dir.shards.is_dir():
+        shutil.copytree(run_dir.shards, scratch.shards, copy_function=_link_or_copy)
         drop_unreadable(scratch)    # the run's owner quarantines them: their units are asked again
     return scratch, set(_shard_names(scratch))
 
 
-def _shard_names(scratch: Path) -> list[str]:
-    return [str(p.relative_to(scratch)) for p in RunDir(scratch).shards.glob("**/*.parquet")]
+def _shard_names(scratch: RunDir) -> list[str]:
+    return [str(p.relative_to(scratch.root)) for p in scratch.shards.glob("**/*.parquet")]
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -116,7 +114,7 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _new_rows(scratch: Path, existing: set[str]) -> pa.Table:
+def _new_rows(scratch: RunDir, existing: set[str]) -> pa.Table:
     new = [scratch / name for name in _shard_names(scratch) if name not in existing]
     return pa.concat_tables([SHARD_SCHEMA.empty_table(), *(pq.read_table(p, schema=SHARD_SCHEMA) for p in new)])
 
@@ -133,10 +131,10 @@ def simulate(sweep: Sweep, cache: ResponseCache | None = None, output_ratio: flo
     (`cache`: the response cache it may answer from; `output_ratio`: the share of its max tokens an
     answer is assumed to use, run.estimate_output_ratio unless given)."""
     ratio = sweep.run.estimate_output_ratio if output_ratio is None else float(output_ratio)
-    scratch, existing = _scratch_copy(sweep.run_dir.root)
+    scratch, existing = _scratch_copy(sweep.run_dir)
     try:
         # new rows are told apart by their files: keep them small
-        scratch_sweep = replace(sweep, run_dir=RunDir(scratch), run=replace(sweep.run, compact=False))
+        scratch_sweep = replace(sweep, run_dir=scratch, run=replace(sweep.run, compact=False))
         dispatcher = SimulatedGateways(ratio)
         outlets = Outlets(None, cache=cache)
         runners: list[JobRunner] = [DryRunner(prepared, scratch_sweep, outlets, dispatcher)
@@ -146,4 +144,4 @@ def simulate(sweep: Sweep, cache: ResponseCache | None = None, output_ratio: flo
             raise RuntimeError(f"estimate of {job.benchmark}/{job.model.name}/{job.condition} failed: {error}")
         return _new_rows(scratch, existing)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch.root, ignore_errors=True)

@@ -72,11 +72,11 @@ def unbuilt_units(sweep: Sweep) -> Counter:
     return unbuilt
 
 
-def write_incomplete(run_dir: Path, missing: dict[tuple[str, str, str], int], unbuilt: Counter) -> Path:
+def write_incomplete(run_dir: RunDir, missing: dict[tuple[str, str, str], int], unbuilt: Counter) -> Path:
     """RUN_DIR/incomplete.csv: per cell, units without an answer and units never built."""
     import csv
 
-    path = RunDir(run_dir).incomplete_csv
+    path = run_dir.incomplete_csv
     cells = sorted(set(missing) | set(unbuilt))
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)

@@ -136,12 +136,12 @@ def _run_owned(sweep: Sweep) -> int:
     from prefray.engine.rundir.journal import clean_leftovers, fold_away, load_replay
     from prefray.engine.rundir.quarantine import quarantine_corrupt
 
-    run_dir, jobs = sweep.run_dir.root, sweep.job_list
+    run, run_dir, jobs = sweep.run_dir, sweep.run_dir.root, sweep.job_list
     use_system_allocator()
-    quarantine_corrupt(run_dir, sweep.location)   # before anything reads the shards
-    clean_leftovers(run_dir)
+    quarantine_corrupt(run, sweep.location)   # before anything reads the shards
+    clean_leftovers(run)
     replay = load_replay(run_dir)
-    append_manifest(run_dir, manifest_entries(sweep.configs), secret_envs(jobs))
+    append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
     started = start_ray()
     cache = sweep.open_cache()
     show = sweep.run.progress and sys.stderr.isatty()
@@ -172,7 +172,7 @@ def _run_owned(sweep: Sweep) -> int:
     stopping = stop_ray_meanwhile(started)
     try:
         if sweep.run.compact:
-            compact_paid(run_dir)   # every gateway has handed its paid record over
+            compact_paid(run)   # every gateway has handed its paid record over
             compact_requests(run_dir)
         metrics = aggregate_sweep(sweep, asked)
     finally:
@@ -182,7 +182,7 @@ def _run_owned(sweep: Sweep) -> int:
         print(warning, file=sys.stderr)
     if crashed:
         return EXIT_ERROR
-    fold_away(run_dir)
+    fold_away(run)
     from prefray.engine.results.report import found_line
 
     return report_incomplete(sweep, found_line(metrics, sweep.where))
@@ -229,7 +229,7 @@ def report_incomplete(sweep: Sweep, found: str = "") -> int:
         return EXIT_OK
     _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
     unbuilt = unbuilt_units(sweep)
-    write_incomplete(run_dir, missing_units(run_dir, jobs, by_cell=True), unbuilt)
+    write_incomplete(sweep.run_dir, missing_units(run_dir, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "

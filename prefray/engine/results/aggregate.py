@@ -306,10 +306,10 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
         best = pa.concat_tables([without_panels(best), panel_rows(best, panels)])
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
-    metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
-    agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
-    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     paths = RunDir(run_dir)
+    metrics = add_intervals(paths, metrics, best, benchmarks, settings, seed=seed)
+    agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
+    write_outputs(paths, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
     if plots and figures != "none":
@@ -336,8 +336,7 @@ def write_atomic(path: Path, write) -> None:
         temp.unlink(missing_ok=True)
 
 
-def write_outputs(run_dir: Path, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:
-    paths = RunDir(run_dir)
+def write_outputs(paths: RunDir, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:
     write_atomic(paths.metrics_parquet, lambda p: pq.write_table(metrics, p))
     write_atomic(paths.metrics_csv, lambda p: pacsv.write_csv(metrics, p))
     write_atomic(paths.calls_csv, lambda p: pacsv.write_csv(calls, p))
