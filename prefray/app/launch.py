@@ -68,11 +68,12 @@ def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str,
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
-    sweep = sweep_of(configs, jobs, benchmarks, instances, local, location=run_dir)
-    if not errors:
-        errors.extend(impossible_limits(sweep))
     if errors:
         return refuse(errors)
+    sweep = sweep_of(configs, jobs, benchmarks, instances, local, location=run_dir)
+    limits = impossible_limits(sweep)
+    if limits:
+        return refuse(limits)
     return run_sweep(sweep)
 
 
