@@ -125,7 +125,7 @@ def run_sweep(sweep: Sweep) -> int:
     except RunDirBusy as exc:
         print(f"prefray: nothing was run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    set_current_run(sweep.run_dir.root, sweep.location)
+    set_current_run(sweep.run_dir, sweep.location)
     try:
         return _run_owned(sweep)
     finally:
