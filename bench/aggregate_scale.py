@@ -62,7 +62,7 @@ names = sys.argv[2].split(",")
 settings = {n: catalog.benchmark_config(n) for n in names}
 benchmarks = {n: catalog.load(n) for n in names}
 start = time.perf_counter()
-metrics = aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
+metrics = aggregate_run(RunDir(sys.argv[1]), benchmarks, settings, quiet=True, plots=False)
 middle = time.perf_counter()
 write_plots(Path(sys.argv[1]), metrics, figure_specs(benchmarks), breakdowns=sys.argv[3] == "all")
 print(middle - start, time.perf_counter() - middle, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -10,14 +10,14 @@ from prefray.engine.benchmark import Job
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.failures import failure_class
 from prefray.engine.rundir import RunDir
-from prefray.engine.rundir.shards import BEST_ROW_COLUMNS, job_dir, latest_attempts, read_rows
+from prefray.engine.rundir.shards import BEST_ROW_COLUMNS, latest_attempts, read_rows
 from prefray.engine.sweep import SendPolicy, Sweep
 
 
-def _best_rows(run_dir: Path, jobs: Sequence[Job]):
+def _best_rows(run: RunDir, jobs: Sequence[Job]):
     """(job, row) for the best row of every stored unit of `jobs`."""
     for job in jobs:
-        folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
+        folder = run.job(job.benchmark, job.model.name, job.condition)
         if not folder.is_dir():
             continue
         rows = latest_attempts(read_rows(folder, columns=BEST_ROW_COLUMNS + ["role", "cause"]))
@@ -25,7 +25,7 @@ def _best_rows(run_dir: Path, jobs: Sequence[Job]):
             yield job, row
 
 
-def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
+def missing_units(run_dir: RunDir, jobs: Sequence[Job], by_cell: bool = False) -> Counter:
     """Per cause, the units of `jobs` whose best row has no answer: infrastructure failures and
     budget skips (the failure policy's no_answer, what a rerun finishes). A subject's own unparsable
     answer is a scored model failure and a judge's an excluded judge failure: neither is missing."""
@@ -37,7 +37,7 @@ def missing_units(run_dir: Path, jobs: Sequence[Job], by_cell: bool = False) -> 
     return missing
 
 
-def failure_counts(run_dir: Path, jobs: Sequence[Job]) -> Counter:
+def failure_counts(run_dir: RunDir, jobs: Sequence[Job]) -> Counter:
     """The best rows of `jobs` per failure class (engine/failures.py)."""
     return Counter(failure_class(row["role"], row["status"], row["cause"]) for _, row in _best_rows(run_dir, jobs))
 

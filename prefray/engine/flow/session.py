@@ -218,9 +218,9 @@ def report_incomplete(sweep: Sweep, found: str = "") -> int:
         write_incomplete,
     )
 
-    run_dir, jobs = sweep.run_dir.root, sweep.job_list
-    missing = missing_units(run_dir, jobs)
-    counts = failure_counts(run_dir, jobs)
+    run, jobs = sweep.run_dir, sweep.job_list
+    missing = missing_units(run, jobs)
+    counts = failure_counts(run, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
             print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
@@ -229,7 +229,7 @@ def report_incomplete(sweep: Sweep, found: str = "") -> int:
         return EXIT_OK
     _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
     unbuilt = unbuilt_units(sweep)
-    write_incomplete(sweep.run_dir, missing_units(run_dir, jobs, by_cell=True), unbuilt)
+    write_incomplete(run, missing_units(run, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "

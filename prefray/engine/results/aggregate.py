@@ -268,12 +268,12 @@ def aggregate_sweep(sweep: Sweep,
     """aggregate_run over the sweep's run dir, with its benchmarks, their settings, its budget and its
     run.plots / run.figures / run.panel choices."""
     run = sweep.run
-    return aggregate_run(sweep.run_dir.root, sweep.benchmarks, {j.benchmark: j.settings for j in sweep.job_list},
+    return aggregate_run(sweep.run_dir, sweep.benchmarks, {j.benchmark: j.settings for j in sweep.job_list},
                          run.budget_usd, plots=run.plots, figures=run.figures,
                          panels=sweep.panels() if run.panel else None, asked=asked)
 
 
-def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
+def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
                   asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
@@ -292,7 +292,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     )
     from prefray.engine.results.report import print_summary, render_markdown
 
-    run_dir = Path(run_dir)
+    run_dir = paths.root
     all_rows = read_rows(run_dir, columns=NARROW_COLUMNS)
     costs = ledger(all_rows, read_paid(run_dir, columns=PAID_COLUMNS))
     best = latest_attempts(all_rows)
@@ -306,7 +306,6 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
         best = pa.concat_tables([without_panels(best), panel_rows(best, panels)])
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
-    paths = RunDir(run_dir)
     metrics = add_intervals(paths, metrics, best, benchmarks, settings, seed=seed)
     agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
     write_outputs(paths, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd))
