@@ -21,7 +21,7 @@ cluster_mean_ci, paired_delta_ci, misapplication_rate, nickname_applied, persona
 krippendorff_alpha  # noqa: B018
 # A column of the plan's tier table, read through asdict (money/estimate_table.print_tier_lines).
 _.expected_latency  # noqa: B018
-# A model key the sweep reads from the option file (config/sweep.py: all_options), not from ModelSpec.
+# A model key the sweep reads from the option file (app/sweep.py: all_options), not from ModelSpec.
 _.in_all  # noqa: B018
 # Prompt-cache counters of the fake provider, served by GET /stats (tests/test_caching_runs.py).
 _.prompt_cache_keys, _.cache_control_requests  # noqa: B018

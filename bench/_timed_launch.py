@@ -47,8 +47,8 @@ def peak_mb() -> float:
 
 def main() -> int:
     import prefray.app.launch as launch
+    import prefray.app.preflight as preflight
     import prefray.engine.calls.dispatch as dispatch
-    import prefray.engine.config.preflight as preflight
     import prefray.engine.flow.session as session
     import prefray.engine.results.plots as plots
 
@@ -60,13 +60,13 @@ def main() -> int:
     dispatch.Gateways.close = timed("closing the gateways", dispatch.Gateways.close)
     session.compact_paid = timed("compaction", session.compact_paid)
     session.compact_requests = timed("compaction", session.compact_requests)
-    aggregate = session.aggregate_run
+    aggregate = session.aggregate_sweep
 
-    def aggregate_run(*args, **kwargs):
+    def aggregate_sweep(*args, **kwargs):
         marks["calls peak MB"] = peak_mb()
         return aggregate(*args, **kwargs)
 
-    session.aggregate_run = timed("aggregation (tables + figures)", aggregate_run)
+    session.aggregate_sweep = timed("aggregation (tables + figures)", aggregate_sweep)
     plots.write_plots = timed("figures", plots.write_plots)
     import ray
 

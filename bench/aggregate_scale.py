@@ -58,8 +58,9 @@ RETRIED_EVERY = 100  # one unit in this many gets a failed first attempt
 CHILD = """
 import resource, sys, time
 from pathlib import Path
-from prefray.engine.config import catalog
+from prefray.app import catalog
 from prefray.engine.results import plots
+from prefray.engine.rundir import RunDir
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.flow.session import use_system_allocator
 use_system_allocator()   # as prefray.launch does before its run
@@ -77,7 +78,7 @@ def timed(*args, **kwargs):
 
 plots.write_plots = timed   # aggregate_run imports it when it draws
 start = time.perf_counter()
-aggregate_run(Path(sys.argv[1]), benchmarks, settings, quiet=True, figures=sys.argv[3])
+aggregate_run(RunDir(sys.argv[1]), benchmarks, settings, quiet=True, figures=sys.argv[3])
 elapsed = time.perf_counter() - start
 print(elapsed - sum(drawing), sum(drawing), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
@@ -161,7 +162,7 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(part.cast(SHARD_SCHEMA), folder / f"mixed-{index:05d}.parquet")
         written += table.num_rows
-    compact_paid(run_dir)   # as a run does once its calls are over
+    compact_paid(RunDir(run_dir))   # as a run does once its calls are over
     return written
 
 

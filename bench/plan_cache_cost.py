@@ -31,14 +31,15 @@ sys.path.insert(0, str(ROOT))
 def plan(overrides: list[str], run_dir: Path) -> list[dict[str, Any]]:
     """The counting plan's sent rows (estimate_rows.PLAN_SCHEMA) for a multirun with `overrides`."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.counting import count
+    from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep([*overrides, f"run.dir={run_dir}"], multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     if errors:
         raise SystemExit("cannot plan:\n  " + "\n  ".join(errors))
-    rows = count(jobs, benchmarks, instances, run_dir, {}).to_pylist()
+    rows = count(Sweep.assemble(jobs, benchmarks, instances, run_dir)).to_pylist()
     return [r for r in rows if not r["cached"]]
 
 

@@ -42,7 +42,7 @@ import yaml
 from _common import ROOT, fake_server, stats
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.config.sweep import all_options  # noqa: E402
+from prefray.app.sweep import all_options  # noqa: E402
 
 FAKE_KEY = "prefray-bench-key"
 
@@ -90,7 +90,7 @@ def point_at_fakes(conf: Path, factor: float, latency: float, sigma: float, stac
 def largest_benchmark(conf: Path) -> int:
     """Instances of the largest benchmark's data as the sweep reads it (its sample)."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
 
     os.environ["PREFRAY_CONF"] = str(conf)
     _, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "condition=all"], True)

@@ -3,7 +3,7 @@
 - `benchmarks/<name>.md`: `prefray/benchmarks/<name>/README.md`, included as it is;
 - `jobs.md`: `jobs/README.md`;
 - `reference.md`: every config key and every failure cause, printed from the typed schema and the
-  one list of causes by `prefray.engine.config.table` (the tables cannot drift from the code).
+  one list of causes by `prefray.app.table` (the tables cannot drift from the code).
 
 Relative links in an included README are rewritten for the page's new place: a link to another
 included README goes to its page; a link to any other file of the repository (code next to the
@@ -21,17 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_INTRO = """\
 # Config reference
 
-Every composed config is checked against one typed schema (`prefray/engine/config/`) before Ray
-starts: a value outside what its key allows, or a key that does not exist (`+foo=1`), stops the
-launch with exit code 2 and one line naming the key, the value and what is allowed, and nothing is
-written. `run.dir` and `run.cache_dir` must be (or be creatable as) directories this user can
-write; a dataset with no instances is refused too. Benchmark and condition keys keep the type of
-their default in the option file; `max_tokens`, `temperature`, `top_p`, `samples` and `top_k` keep
-their bounds wherever they appear. What the config groups hold, and how to pick options, is on
-[Configuration](configuration.md).
+Every composed config is checked against one typed schema (`prefray/engine/config/schema.py`; the
+checks: `prefray/app/validate.py`) before Ray starts: a value outside what its key allows, or a key
+that does not exist (`+foo=1`), stops the launch with exit code 2 and one line naming the key, the
+value and what is allowed, and nothing is written. `run.dir` and `run.cache_dir` must be (or be
+creatable as) directories this user can write; a dataset with no instances is refused too. Benchmark
+and condition keys keep the type of their default in the option file; `max_tokens`, `temperature`,
+`top_p`, `samples` and `top_k` keep their bounds wherever they appear. What the config groups hold,
+and how to pick options, is on [Configuration](configuration.md).
 
 This page is generated from the schema and the option files when the site is built
-(`prefray/engine/config/table.py`, which also prints the same tables when run as a module).
+(`prefray/app/table.py`, which also prints the same tables when run as a module).
 
 ## Every key and what it accepts
 
@@ -59,7 +59,7 @@ def included_pages() -> dict[str, str]:
 
 def reference_page(conf: Path | None = None) -> str:
     """The config reference page: the key table and the cause table, from the code."""
-    from prefray.engine.config.table import cause_table, default_conf, key_table
+    from prefray.app.table import cause_table, default_conf, key_table
 
     tables = [_text_not_tags(table) for table in (key_table(conf or default_conf()), cause_table())]
     return REFERENCE_INTRO + tables[0] + CAUSES_INTRO + tables[1] + "\n"

@@ -1,4 +1,4 @@
-"""The installed benchmarks (engine/config/catalog.py): found by entry point, conditions namespaced
+"""The installed benchmarks (app/catalog.py): found by entry point, conditions namespaced
 per benchmark, unknown names refused with the list of what is installed."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from prefray.app import catalog
 from prefray.app.compose import compose_configs, conf_dir
-from prefray.engine.config import catalog
-from prefray.engine.config.sweep import SweepError, expand
+from prefray.app.sweep import SweepError, expand
 
 CONF = conf_dir()
 

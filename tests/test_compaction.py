@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from prefray.engine.results.request_store import RequestStore, read_requests
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.journal import clean_leftovers
 from prefray.engine.rundir.ownership import RunDirLock
 from prefray.engine.rundir.paid import PAID_SCHEMA, PaidLog, compact_paid, read_paid
@@ -94,7 +95,7 @@ def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
     assert set(counts) == expected and set(counts.values()) == {1}
     assert len(shard_files(tmp_path)) == 1
 
-    assert clean_leftovers(tmp_path) == 12  # the run dir's next owner deletes the leftovers
+    assert clean_leftovers(RunDir(tmp_path)) == 12  # the run dir's next owner deletes the leftovers
     assert len(parquet_names(folder)) == 1
     assert ds.dataset(folder, format="parquet").count_rows() == len(expected)
 
@@ -274,7 +275,7 @@ def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_l
     assert before.num_rows == 18 and before.schema == PAID_SCHEMA
     kept = {path: path.read_bytes() for path in (first, second)}
 
-    assert compact_paid(tmp_path) == 2
+    assert compact_paid(RunDir(tmp_path)) == 2
     (rolled,) = (tmp_path / "ledger").iterdir()
     assert rolled.name.startswith("paid-") and rolled.suffix == ".parquet"
     assert read_paid(tmp_path).sort_by("request_hash").equals(before)
@@ -286,7 +287,7 @@ def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_l
     later = write_paid_log(tmp_path, range(9, 10))   # a later launch's gateway: a file of its own
     assert later.name not in {path.name for path in kept}
     assert read_paid(tmp_path).num_rows == 20
-    assert compact_paid(tmp_path) == 1   # the leftovers are deleted, the new file rolled
+    assert compact_paid(RunDir(tmp_path)) == 1   # the leftovers are deleted, the new file rolled
     assert sorted(p.suffix for p in (tmp_path / "ledger").iterdir()) == [".parquet", ".parquet"]
     assert read_paid(tmp_path).sort_by("request_hash").equals(
         pa.concat_tables([before, read_paid(tmp_path).filter(pc.equal(read_paid(tmp_path)["request_hash"], "h9"))]
@@ -300,7 +301,7 @@ def test_the_paid_record_is_rolled_a_piece_at_a_time_with_a_cut_line_in_the_last
     with open(log, "a", encoding="utf-8") as handle:
         handle.write('{"provider": "openai", "model_id": "m", "requ')   # a line cut short by a kill
     monkeypatch.setattr(paid, "PIECE_BYTES", 1000)                    # several pieces in one file
-    assert compact_paid(tmp_path) == 1
+    assert compact_paid(RunDir(tmp_path)) == 1
     (rolled,) = (tmp_path / "ledger").iterdir()
     assert pq.read_metadata(rolled).num_row_groups > 1
     table = read_paid(tmp_path)

@@ -17,8 +17,8 @@ import pyarrow.csv as pacsv
 import pytest
 
 from prefray import app
+from prefray.app import catalog
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA, Benchmark
-from prefray.engine.config import catalog
 from prefray.engine.results.combined import Combined
 from prefray.engine.results.compare import (
     CompareSettings,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from prefray.app.compose import compose_overrides, conf_dir
-from prefray.engine.config import config_problems
-from prefray.engine.config.provider_params import accepted, unknown_params
+from prefray.app.provider_params import accepted, unknown_params
+from prefray.app.validate import config_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = conf_dir()

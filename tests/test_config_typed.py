@@ -13,9 +13,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import compose_overrides, conf_dir
-from prefray.engine.config import RunConfig, config_problems
+from prefray.app.table import cause_table
+from prefray.app.validate import config_problems
+from prefray.engine.benchmark import Job
+from prefray.engine.config import RunConfig
 from prefray.engine.config.schema import REQUIRED, SECTIONS, BatchConfig, ModelSpec, TopConfig, build, default_of
-from prefray.engine.config.table import cause_table
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CAUSE_MEANINGS, CallResult, Cause
 
 CONF = conf_dir()
@@ -71,21 +74,23 @@ def test_run_plots_takes_only_a_boolean(value):
                                           "allowed is true or false"]
 
 
-def test_session_and_runner_take_their_run_settings_from_the_typed_run_config(tmp_path):
+def test_the_sweep_carries_the_typed_run_config_and_its_send_policy(tmp_path):
     from prefray.engine.calls.batch.tier import BatchSettings
-    from prefray.engine.flow.runner import RunSettings
-    from prefray.engine.flow.session import SweepOptions
+    from prefray.engine.flow.runner import JobRunner, Outlets
+    from prefray.engine.sweep import PreparedJob, SendPolicy, Sweep
 
     run = RunConfig.from_config({"compact_every": 7, "shard_size": 3, "cache_dir": str(tmp_path), "plots": False})
-    options = SweepOptions.from_config(tmp_path, run, location="s3://b/p")
-    assert options.run is run and options.compact
-    assert (options.shard_size, options.cache_path, options.location) == (3, tmp_path / "responses.sqlite", "s3://b/p")
-    settings = RunSettings.from_run(tmp_path, options.run, rerun_causes=frozenset({Cause.TIMEOUT}))
-    assert (settings.shard_size, settings.compact, settings.compact_every) == (3, True, 7)
-    assert "timeout" in settings.rerun_causes
-    default = RunSettings(tmp_path)
-    assert (default.shard_size, default.compact, default.compact_every) == \
-        (RunConfig().shard_size, RunConfig().compact, RunConfig().compact_every)
+    job = Job("b", "c", ModelSpec(name="m", provider="openai", model_id="m"), {}, {}, {})
+    sweep = Sweep((PreparedJob(job, None, []),), run, RunDir(tmp_path), SendPolicy(frozenset({Cause.TIMEOUT})),
+                  location="s3://b/p")
+    assert sweep.run is run and sweep.where == "s3://b/p"
+    assert sweep.cache_file == tmp_path / "responses.sqlite"
+    runner = JobRunner(sweep.jobs[0], sweep, Outlets.of(sweep.run_dir), None)
+    assert (runner.config.shard_size, runner.config.compact, runner.config.compact_every) == (3, True, 7)
+    assert "timeout" in runner.policy.resend_causes and not runner.policy.subject_stored_only
+    assert runner.folder == tmp_path / "shards" / "benchmark=b" / "model=m" / "condition=c"
+    local = Sweep((), RunConfig(), RunDir(tmp_path))
+    assert local.where == str(tmp_path) and local.cache_file == tmp_path.parent / ".prefray-cache" / "responses.sqlite"
     assert BatchSettings() == BatchSettings(**dataclasses.asdict(BatchConfig()))
 
 
@@ -104,7 +109,7 @@ def test_causes_are_one_list_with_the_stored_values():
 
 def test_rerun_reads_the_causes_from_the_one_list():
     from prefray.app import rerun
-    from prefray.engine.config.sweep import SweepError
+    from prefray.app.sweep import SweepError
     from prefray.engine.failures import NO_ANSWER_CAUSES
 
     assert rerun.RERUN_CAUSES == set(Cause) and rerun.DEFAULT_RERUN_CAUSES == NO_ANSWER_CAUSES

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import build_job, compose_configs, conf_dir
-from prefray.engine.config.sweep import all_options, expand, group_options
+from prefray.app.sweep import all_options, expand, group_options
 from prefray.engine.types import ModelSpec
 
 CONF = conf_dir()
@@ -46,6 +46,6 @@ def test_every_option_composes_into_a_job():
 # the built-in suite (a plugin may name no paper judge); not `benchmark`: pytest-benchmark's fixture
 @pytest.mark.parametrize("name", all_options(CONF, "benchmark"))
 def test_benchmark_names_an_evaluated_paper_judge(name):
-    from prefray.engine.config.sweep import all_options, paper_judge
+    from prefray.app.sweep import all_options, paper_judge
 
     assert paper_judge(CONF, name) in all_options(CONF, "judge")

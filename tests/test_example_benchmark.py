@@ -9,7 +9,7 @@ import csv
 
 import pytest
 
-from prefray.engine.config import catalog
+from prefray.app import catalog
 from prefray.engine.types import ChatRequest
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.conftest import ROOT

@@ -63,13 +63,14 @@ def test_the_rate_bound_counts_the_judge_stages_the_plan_counts(tmp_path):
     """A judge makes no call until answers arrive, so its lane is bounded by the counting plan's
     exact calls: those `prefray plan` prints for the judge's stages."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.flow.counting import count
+    from prefray.engine.sweep import Sweep
 
     overrides = ["model=fake", "judge=fake", "benchmark=benchpres", "limit=2", f"run.dir={tmp_path / 'run'}"]
     _, jobs, benchmarks = compose_sweep(overrides, False)
     instances, _ = preflight(jobs, benchmarks)
-    plan = count(jobs, benchmarks, instances, tmp_path / "run", {"cache": None}).to_pylist()
+    plan = count(Sweep.assemble(jobs, benchmarks, instances, tmp_path / "run")).to_pylist()
     judged = sum(r["calls"] for r in plan if r["role"] == "judge")
     assert judged > generations(2)                       # several judge calls per answer: more than the first stage
     rpm = (judged - 1) / (7 * 24 * 60) * 0.99            # just too slow for the plan's judge calls within a week
@@ -86,13 +87,16 @@ def test_the_rate_bound_counts_the_judge_stages_the_plan_counts(tmp_path):
 
 def test_a_free_model_has_no_impossible_budget():
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
+    from prefray.engine.config.schema import RunConfig
     from prefray.engine.flow.horizon import first_calls, limit_problems
+    from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep(["model=local", "judge=local", "limit=1"], False)
     instances, _ = preflight(jobs, benchmarks)
     assert {lane.cheapest_usd for lane in first_calls(jobs, benchmarks, instances).values()} == {0.0}
-    assert limit_problems(jobs, benchmarks, instances, Path("/nonexistent"), {"cache": None}, 1e-9) == []
+    sweep = Sweep.assemble(jobs, benchmarks, instances, Path("/nonexistent"), RunConfig(budget_usd=1e-9))
+    assert limit_problems(sweep) == []
 
 
 def test_a_tpm_the_plan_cannot_finish_under_names_its_tokens():

@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from prefray.app.panel import SEED_STRIDE, panel_members, panel_overrides, repeated, split_repeats, with_repeats
+from prefray.app.sweep import SweepError
 from prefray.engine.calls.output_budget import final_request
-from prefray.engine.config.sweep import SweepError
 from prefray.engine.results.agreement import (
     PANEL_AGREEMENT_SCHEMA,
     Uncombinable,

@@ -9,10 +9,10 @@ import csv
 import pytest
 from omegaconf import OmegaConf
 
+from prefray.app import catalog
 from prefray.app.compose import conf_dir
+from prefray.app.sweep import expand, paper_models
 from prefray.engine.calls.output_budget import final_request
-from prefray.engine.config import catalog
-from prefray.engine.config.sweep import expand, paper_models
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.test_plan_cli import cli
 

@@ -21,13 +21,14 @@ CACHEABLE = ["model.cache_min_tokens=64"]
 def planned(overrides: list[str], tmp_path) -> tuple[list, dict, dict, dict]:
     """(jobs, benchmarks, instances, plan rows of the generate stage by model option)."""
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.counting import count
+    from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep(["benchmark=benchpres", "judge=fake", *overrides], multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     assert not errors
-    rows = count(jobs, benchmarks, instances, tmp_path / "never", {})
+    rows = count(Sweep.assemble(jobs, benchmarks, instances, tmp_path / "never"))
     generate = {r["model"]: r for r in rows.to_pylist() if r["stage"] == "generate" and not r["cached"]}
     return jobs, benchmarks, instances, {"rows": rows, "generate": generate}
 
@@ -106,8 +107,9 @@ def test_a_sampled_model_takes_its_cells_cache_share(monkeypatch, tmp_path):
     from dataclasses import replace
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow import counting
+    from prefray.engine.sweep import Sweep
 
     _, (job,), benchmarks = compose_sweep(["benchmark=benchpres", "model=fake-anthropic", "judge=fake", *CACHEABLE],
                                           True)
@@ -115,7 +117,8 @@ def test_a_sampled_model_takes_its_cells_cache_share(monkeypatch, tmp_path):
     longer = replace(job, model=replace(job.model, name="longer", params={"max_tokens": 4096},
                                         price_cache_read_per_mtok=0.15))
     monkeypatch.setattr(counting, "SAMPLE_INSTANCES", 4)
-    rows = counting.count([job, longer], benchmarks, {0: instances[0], 1: instances[0]}, tmp_path / "never", {})
+    both = Sweep.assemble([job, longer], benchmarks, {0: instances[0], 1: instances[0]}, tmp_path / "never")
+    rows = counting.count(both)
     generate = {r["model"]: r for r in rows.to_pylist() if r["stage"] == "generate"}
     full, sampled = generate["fake-anthropic"], generate["longer"]
     assert sampled["sampled"] < sampled["calls"] == full["calls"]

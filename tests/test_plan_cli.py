@@ -10,11 +10,11 @@ import subprocess
 import pytest
 from omegaconf import OmegaConf
 
+from prefray.app import catalog
 from prefray.app.compose import compose_judge, conf_dir
+from prefray.app.sweep import group_options
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.calls.pricing import max_output_tokens
-from prefray.engine.config import catalog
-from prefray.engine.config.sweep import group_options
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import command_here
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
@@ -125,7 +125,7 @@ def test_quickstart_needs_no_key(tmp_path):
 
 def test_quickstart_preflight_asks_for_no_key(monkeypatch):
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
 
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:
         monkeypatch.delenv(name)
@@ -165,13 +165,14 @@ def planned(overrides: list[str], run_dir, simulated: bool, cache=None, jobs_and
     """(benchmark, model, stage, answered_by) → (calls, cached, input tokens, output tokens)."""
     from prefray.app.compose import compose_sweep
     from prefray.app.plan import plan_rows
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.money.estimate import summarize
+    from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep(overrides, multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     assert not errors
-    rows = plan_rows(jobs, benchmarks, instances, run_dir, {"cache": cache}, simulated)
+    rows = plan_rows(Sweep.assemble(jobs, benchmarks, instances, run_dir), cache, simulated)
     return {(x.benchmark, x.model, x.stage, x.answered_by): (x.calls, x.cached, x.input_tokens, x.output_tokens)
             for x in summarize(rows, jobs)}
 
@@ -206,20 +207,22 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     import asyncio
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow.dryrun import SimulatedGateways
-    from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+    from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
     from prefray.engine.rundir.cache import ResponseCache
+    from prefray.engine.rundir.layout import RunDir
+    from prefray.engine.sweep import Sweep
 
     sweep = ["benchmark=benchpres,prisk_sycophancy", "condition=profile,default", "model=fake", "judge=fake"]
     _, jobs, benchmarks = compose_sweep([*sweep, "limit=1"], multirun=True)
     instances, _ = load_datasets(jobs, benchmarks)
     cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
     stored = tmp_path / "stored"
-    settings = RunSettings(stored, cache=cache)
+    run = Sweep.assemble(jobs, benchmarks, instances, stored)
     answers = SimulatedGateways()
-    asyncio.run(run_jobs([JobRunner(job, benchmarks[job.benchmark], instances[i], settings, answers)
-                          for i, job in enumerate(jobs)]))
+    outlets = Outlets.of(RunDir(stored), cache=cache)
+    asyncio.run(run_jobs([JobRunner(prepared, run, outlets, answers) for prepared in run.jobs]))
     resumed = planned([*sweep, "limit=2"], stored, simulated=False)
     assert_agree(resumed, planned([*sweep, "limit=2"], stored, simulated=True))
     fresh = planned([*sweep, "limit=2"], tmp_path / "fresh", simulated=False)
@@ -240,9 +243,10 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     from dataclasses import replace
 
     from prefray.app.compose import compose_sweep
-    from prefray.engine.config.preflight import load_datasets
+    from prefray.app.preflight import load_datasets
     from prefray.engine.flow import counting
     from prefray.engine.money.estimate import summarize
+    from prefray.engine.sweep import Sweep
 
     _, (job,), benchmarks = compose_sweep(["benchmark=benchpres", "model=fake", "judge=fake", "limit=3"], True)
     instances, _ = load_datasets([job], benchmarks)
@@ -252,7 +256,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     data = {i: instances[0] for i in range(len(jobs))}
 
     def lines(chosen: list, data: dict) -> dict:
-        rows = counting.count(chosen, benchmarks, data, tmp_path / "never", {})
+        rows = counting.count(Sweep.assemble(chosen, benchmarks, data, tmp_path / "never"))
         return {(x.model, x.stage): (x.calls, x.input_tokens, x.output_tokens) for x in summarize(rows, chosen)}
 
     alone = {**lines([same], {0: instances[0]}), **lines([longer], {0: instances[0]})}
@@ -267,7 +271,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
         assert sampled[key][0] == calls
         assert abs(sampled[key][1] - tokens_in) <= 0.15 * tokens_in, key
         assert abs(sampled[key][2] - tokens_out) <= 0.15 * tokens_out, key
-    rows = counting.count(jobs, benchmarks, data, tmp_path / "never", {}).to_pylist()
+    rows = counting.count(Sweep.assemble(jobs, benchmarks, data, tmp_path / "never")).to_pylist()
     measured = {r["model"]: (r["sampled"], r["calls"]) for r in rows if r["stage"] == "generate"}
     assert measured["longer"] == (3, 9) and measured["fake"] == measured["same-budget"] == (9, 9)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefray.engine.config import catalog
+from prefray.app import catalog
 
 BENCHMARKS = catalog.names(builtin_only=True)
 

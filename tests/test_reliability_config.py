@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from prefray.app.compose import compose_overrides, conf_dir
-from prefray.engine.config import RunConfig, config_problems
+from prefray.app.table import key_table
+from prefray.app.validate import config_problems
+from prefray.engine.config import RunConfig
 from prefray.engine.config.schema import SECTIONS
-from prefray.engine.config.table import key_table
 from prefray.engine.types import ModelSpec
 from tests.conftest import refused_here
 
@@ -124,7 +125,7 @@ def test_every_shipped_option_is_valid(group):
 
 
 def test_every_benchmark_and_condition_is_valid():
-    from prefray.engine.config.sweep import benchmark_conditions, group_options
+    from prefray.app.sweep import benchmark_conditions, group_options
 
     overrides = []
     for bench in group_options(CONF, "benchmark"):

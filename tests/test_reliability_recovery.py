@@ -189,6 +189,7 @@ def test_a_truncated_shard_is_quarantined_and_only_its_units_asked_again(run_cli
 
 def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
     """An unreadable shard, or shards changed after metrics.csv: `view` says so in one line."""
+    from prefray.engine.rundir import RunDir
     from prefray.engine.rundir.quarantine import stale_note
     from prefray.engine.rundir.shards import SHARD_SCHEMA, write_shard
     from tests.conftest import command_here
@@ -199,13 +200,13 @@ def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
     shard = write_shard(folder, "generate", [row])
     (run / "metrics.csv").write_text("benchmark,model,condition,judge,metric,value,n\n")
     (run / "manifest.json").write_text("[]")
-    assert stale_note(run) is None
+    assert stale_note(RunDir(run)) is None
     later = (run / "metrics.csv").stat().st_mtime + 60
     os.utime(shard, (later, later))
-    assert stale_note(run).startswith("the metrics are older than the shards (metrics.csv written ")
+    assert stale_note(RunDir(run)).startswith("the metrics are older than the shards (metrics.csv written ")
     with open(shard, "r+b") as handle:
         handle.truncate(50)
-    note = stale_note(run)
+    note = stale_note(RunDir(run))
     assert note == (f"1 shard(s) unreadable ({shard.relative_to(run)}): the metrics may count rows that are no "
                     f"longer readable; prefray rerun {run} quarantines them, asks their units again "
                     "and writes the metrics anew")

@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from prefray.engine.results.manifest import append_manifest
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.ownership import LOCK_NAME, RunDirBusy, RunDirLock
 from tests.conftest import ROOT
 
@@ -74,7 +75,7 @@ def test_lock_of_another_host_is_not_taken_over(tmp_path):
 
 def _append_many(run_dir: str, tag: str) -> None:
     for i in range(15):
-        append_manifest(Path(run_dir), [{"tag": tag, "i": i}], set())
+        append_manifest(RunDir(run_dir), [{"tag": tag, "i": i}], set())
 
 
 def test_concurrent_manifest_appends_lose_nothing(tmp_path):

@@ -9,7 +9,7 @@ from typing import get_type_hints
 import pytest
 
 from prefray import sdk
-from prefray.engine.config import catalog
+from prefray.app import catalog
 from prefray.sdk import figures, judgecheck, tables
 
 HOOKS = {

@@ -20,6 +20,7 @@ from prefray.engine.results.stats import (
     paired_deltas,
     with_intervals,
 )
+from prefray.engine.rundir import RunDir
 
 
 def test_two_clusters_give_the_hand_computed_percentile_interval():
@@ -170,7 +171,7 @@ def test_add_intervals_writes_deltas_and_returns_metrics_with_bounds(tmp_path):
                             "value": 0.5, "n": 12} for c in ("on", "off")])
     bench = _FakeBenchmark()
     bench.comparisons = [Comparison("condition", "on", "off")]
-    out = add_intervals(tmp_path, metrics, rows, {"b": bench}, {}, seed=3)
+    out = add_intervals(RunDir(tmp_path), metrics, rows, {"b": bench}, {}, seed=3)
     assert all(r["ci_low"] is not None for r in out.to_pylist())
     deltas = pq.read_table(tmp_path / "deltas.parquet").to_pylist()
     expected = paired_deltas(bench.unit_scores(rows, {}), "condition", "on", "off", BootstrapSettings(seed=3))

@@ -6,8 +6,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from prefray.app.compose import conf_dir
-from prefray.engine.config.sweep import SweepError, all_options, expand, group_options, paper_judge
-from prefray.engine.config.sweep import benchmark_conditions as conditions
+from prefray.app.sweep import SweepError, all_options, expand, group_options, paper_judge
+from prefray.app.sweep import benchmark_conditions as conditions
 from tests.conftest import launch, refused_here
 
 CONF = conf_dir()

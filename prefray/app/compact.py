@@ -28,11 +28,11 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def run_dir_problem(run_dir: Path) -> str | None:
-    if not run_dir.is_dir():
-        return f"{run_dir} is not a directory"
-    if not RunDir(run_dir).shards.is_dir():
-        return f"{run_dir} is not a prefray run directory (it has no shards/ folder)"
+def run_dir_problem(run: RunDir) -> str | None:
+    if not run.root.is_dir():
+        return f"{run.root} is not a directory"
+    if not run.shards.is_dir():
+        return f"{run.root} is not a prefray run directory (it has no shards/ folder)"
     return None
 
 
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from prefray.engine.rundir.shards import compact_run, job_folders, shard_files
 
     run_dir = args.run_dir
-    problem = run_dir_problem(run_dir)
+    run = RunDir(run_dir)
+    problem = run_dir_problem(run)
     if problem:
         print(f"prefray: {problem}", file=sys.stderr)
         return EXIT_CONFIG
@@ -56,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"prefray: not compacting: cannot take the lock of {run_dir}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        clean_leftovers(run_dir)
+        clean_leftovers(run)
         before = len(shard_files(run_dir))
         done = compact_run(run_dir)
-        ledgers = compact_paid(run_dir)
+        ledgers = compact_paid(run)
         requests = compact_requests(run_dir)
         after = len(shard_files(run_dir))
     except (OSError, pa.ArrowException, RuntimeError) as exc:

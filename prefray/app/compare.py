@@ -90,7 +90,7 @@ class BadRun(Exception):
 def load_run(location: Path) -> LoadedRun:
     """A run's best rows (with the text its metrics read), its benchmarks and their settings."""
     from prefray.app.compose import load_benchmarks
-    from prefray.engine.config.sweep import SweepError
+    from prefray.app.sweep import SweepError
     from prefray.engine.results.aggregate import NARROW_COLUMNS, text_needed, with_text
     from prefray.engine.results.manifest import recorded_configs
     from prefray.engine.rundir import RunDir
@@ -102,7 +102,7 @@ def load_run(location: Path) -> LoadedRun:
     if not paths.manifest.exists() or not paths.shards.is_dir():
         raise BadRun(f"{location}: not a prefray run directory (it needs manifest.json and shards/)")
     try:
-        configs = recorded_configs(location)
+        configs = recorded_configs(paths)
         benchmarks = load_benchmarks(configs)
     except (SweepError, ValueError, KeyError) as exc:
         raise BadRun(f"{location}: cannot read its manifest: {str(exc).splitlines()[0]}") from None

@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prefray.app import catalog
+from prefray.app.sweep import JobChoice, SweepError, expand
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.config import catalog
 from prefray.engine.config.schema import RunConfig
-from prefray.engine.config.sweep import JobChoice, SweepError, expand
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import ModelSpec
 
 
@@ -44,6 +46,16 @@ def compose_sweep(overrides: list[str], multirun: bool) -> tuple[list[dict[str, 
     configs = with_repeats(compose_configs(expand(overrides, conf, multirun), conf), repeats)
     jobs = checked_jobs(configs, conf)
     return configs, jobs, load_benchmarks(configs)
+
+
+def sweep_of(configs: list[dict[str, Any]], jobs: list[Job], benchmarks: dict[str, Benchmark],
+             instances: dict[int, Any], run_dir: RunDir, location: Path | str | None = None,
+             policy: SendPolicy | None = None) -> Sweep:
+    """The typed sweep the engine runs: every prepared job, the run config (every job of a sweep shares
+    run.*), the local run dir (`location`: run.dir as given, a URI when `run_dir` is its staging mirror)
+    and the command's send policy."""
+    return Sweep.assemble(jobs, benchmarks, instances, run_dir, RunConfig.from_config(configs[0]["run"]),
+                          configs, policy=policy or SendPolicy(), location=str(location or run_dir.root))
 
 
 def checked_jobs(configs: list[dict[str, Any]], conf: Path) -> list[Job]:
@@ -182,7 +194,7 @@ def check_distinct(jobs: list[Job]) -> None:
 
 def validate(configs: list[dict[str, Any]], conf: Path) -> None:
     """Refuse the sweep if any value breaks the schema (checked before anything starts)."""
-    from prefray.engine.config import sweep_problems
+    from prefray.app.validate import sweep_problems
 
     problems = sweep_problems(configs, conf)
     if problems:

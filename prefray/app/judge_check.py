@@ -23,8 +23,8 @@ from typing import Any
 
 from prefray.app.commands import Parser, refuse, refused
 from prefray.app.compose import checked_jobs, compose_configs, conf_dir, load_benchmarks, run_dir_of
+from prefray.app.sweep import SweepError, expand
 from prefray.engine.benchmark import Benchmark
-from prefray.engine.config.sweep import SweepError, expand
 
 LEVELS = ("nominal", "ordinal", "interval")
 RESAMPLES = 1000   # bootstrap draws for each α's interval
@@ -103,15 +103,17 @@ def run(args: argparse.Namespace) -> int:
 
 def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: list[str], level: str,
                 resamples: int) -> int:
+    from prefray.app.preflight import preflight
     from prefray.app.rerun import estimate_then_run
-    from prefray.engine.config.preflight import preflight
 
     instances, errors = preflight(jobs, {benchmark.name: benchmark})
     if errors:
         return refuse(errors)
+    from prefray.app.compose import sweep_of
     from prefray.engine.flow.exits import EXIT_CONFIG
+    from prefray.engine.rundir.layout import RunDir
 
-    code = estimate_then_run(run_dir, configs, jobs, {benchmark.name: benchmark}, instances, {})
+    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, RunDir(run_dir)))
     if code == EXIT_CONFIG:
         return code   # refused before anything ran (the run dir is another run's)
     report = judge_report(run_dir, jobs[0], benchmark, annotators, level, resamples)
@@ -200,7 +202,7 @@ def write_report(report, job, run_dir: Path) -> None:
 
 def _with_checks() -> str:
     """The installed benchmarks that declare a judge check, for the refusal's line."""
-    from prefray.engine.config import catalog
+    from prefray.app import catalog
 
     found = []
     for name in catalog.names():

@@ -10,11 +10,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from prefray.app.cli_help import HelpWithOptions
 from prefray.app.commands import OneLineErrors, refuse, refused
-from prefray.app.compose import compose_sweep, conf_dir, run_dir_of
-from prefray.engine.config.cli_help import HelpWithOptions
-from prefray.engine.config.sweep import SweepError
+from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
+from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_OK
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import Sweep
 
 
 class SweepParser(OneLineErrors, HelpWithOptions):
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         for cfg in configs:
             print(OmegaConf.to_yaml(cfg))
         return EXIT_OK
-    from prefray.engine.config.preflight import preflight
+    from prefray.app.preflight import preflight
     from prefray.engine.rundir.ownership import RunDirBusy
     from prefray.engine.rundir.remote import is_uri, staged_run
 
@@ -58,29 +60,30 @@ def run(args: argparse.Namespace) -> int:
 def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list,
                    benchmarks: dict, instances: dict[int, Any], errors: list[str]) -> int:
     """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
-    from prefray.engine.flow.session import SweepOptions, run_sweep
+    from prefray.engine.flow.session import run_sweep
     from prefray.engine.results.manifest import conflicting_jobs
 
-    conflicts = conflicting_jobs(local_dir, configs)
+    local = RunDir(local_dir)
+    conflicts = conflicting_jobs(local, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "
                       "settings to resume): " + "; ".join(conflicts))
-    options = SweepOptions.from_config(local_dir, configs[0]["run"], location=str(run_dir))
-    if not errors:
-        errors.extend(impossible_limits(options, jobs, benchmarks, instances))
     if errors:
         return refuse(errors)
-    return run_sweep(options, configs, jobs, benchmarks, instances)
+    sweep = sweep_of(configs, jobs, benchmarks, instances, local, location=run_dir)
+    limits = impossible_limits(sweep)
+    if limits:
+        return refuse(limits)
+    return run_sweep(sweep)
 
 
-def impossible_limits(options: Any, jobs: list, benchmarks: dict, instances: dict[int, Any]) -> list[str]:
+def impossible_limits(sweep: Sweep) -> list[str]:
     """The rate, budget and context limits the plan cannot run under (engine/flow/horizon.py)."""
     from prefray.engine.flow.horizon import limit_problems
 
-    cache = options.open_cache(only_if_present=True)   # read only: a refusal leaves no cache file
+    cache = sweep.open_cache(only_if_present=True)   # read only: a refusal leaves no cache file
     try:
-        settings = {"cache": cache, "output_ratio": options.run.estimate_output_ratio}
-        return limit_problems(jobs, benchmarks, instances, options.run_dir, settings, options.budget_usd)
+        return limit_problems(sweep, cache)
     finally:
         if cache is not None:
             cache.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 
 PANEL = re.compile(r"judge=panel\((?P<members>[^()]*)\)")
 REPEATS = re.compile(r"judge\.repeats=(?P<k>\S+)")

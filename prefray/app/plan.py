@@ -23,10 +23,13 @@ import sys
 from typing import Any
 
 from prefray.app.commands import refused
-from prefray.app.compose import compose_sweep, conf_dir, run_dir_of
+from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
 from prefray.app.launch import SweepParser
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
+from prefray.engine.rundir.cache import ResponseCache
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import Sweep
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -40,9 +43,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from prefray.app.preflight import load_datasets, missing_keys
     from prefray.engine.calls.batch.plan import tier_lines  # cost in both tiers, expected latency
-    from prefray.engine.config.preflight import load_datasets, missing_keys
-    from prefray.engine.flow.session import SweepOptions
     from prefray.engine.money.estimate import print_estimate, summarize, write_estimate_csv
     from prefray.engine.money.estimate_table import jobs_line, print_tier_lines
 
@@ -55,11 +57,9 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print("prefray: cannot estimate:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG
-    options = SweepOptions.from_config(run_dir, configs[0]["run"])
-    cache = options.open_cache(only_if_present=True)  # an estimate creates no cache file
-    settings = {"shard_size": options.shard_size, "cache": cache,
-                "output_ratio": options.run.estimate_output_ratio}
-    rows = plan_rows(jobs, benchmarks, instances, run_dir, settings, args.simulate)
+    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir))
+    cache = sweep.open_cache(only_if_present=True)  # an estimate creates no cache file
+    rows = plan_rows(sweep, cache, args.simulate)
     lines = summarize(rows, jobs)
     print_estimate(lines, cache_expected=not args.simulate)
     print(tokens_line(rows, args.simulate))
@@ -73,17 +73,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def plan_rows(jobs: list, benchmarks: dict, instances: dict, run_dir: Any, settings: dict[str, Any],
-              simulated: bool) -> Any:
+def plan_rows(sweep: Sweep, cache: ResponseCache | None, simulated: bool) -> Any:
     """The plan's rows: counted (the default), or from the simulated dry run."""
     if simulated:
         from prefray.engine.flow.dryrun import simulate
         from prefray.engine.money.estimate import plan_rows as summed
 
-        return summed(simulate(jobs, benchmarks, instances, run_dir, settings), jobs)
+        return summed(simulate(sweep, cache), sweep.job_list)
     from prefray.engine.flow.counting import count
 
-    return count(jobs, benchmarks, instances, run_dir, settings)
+    return count(sweep, cache)
 
 
 def tokens_line(rows: Any, simulated: bool) -> str:

@@ -19,7 +19,9 @@ from prefray.app.commands import Parser, refused
 from prefray.app.compose import compose_judge, conf_dir
 from prefray.app.panel import panel_members, repeated, split_repeats
 from prefray.app.rerun import estimate_then_run, on_run_dir, prepare, run_location
-from prefray.engine.config.sweep import SweepError
+from prefray.app.sweep import SweepError
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import SendPolicy
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -48,11 +50,11 @@ def run(args: argparse.Namespace) -> int:
     return on_run_dir(args.run_dir, overrides, lambda run_dir: rejudge(run_dir, args.run_dir, judge, overrides))
 
 
-def rejudge(run_dir: Path, location: Path | str, judge: dict[str, Any] | list[dict[str, Any]],
+def rejudge(run_dir: RunDir, location: Path | str, judge: dict[str, Any] | list[dict[str, Any]],
             overrides: list[str]) -> int:
     try:
-        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, replace_judge=judge, location=location)
+        sweep = prepare(run_dir, overrides, SendPolicy(subject_stored_only=True), replace_judge=judge,
+                        location=location)
     except SweepError as exc:
         return refused(exc)
-    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"subject_stages_stored_only": True},
-                             location)
+    return estimate_then_run(sweep)

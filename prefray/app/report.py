@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from prefray.app.compose import load_benchmarks
-    from prefray.engine.config.sweep import SweepError
+    from prefray.app.sweep import SweepError
     from prefray.engine.results.aggregate import write_atomic
     from prefray.engine.results.manifest import recorded_configs
     from prefray.engine.results.paper_tables import fill, latex, markdown
@@ -50,12 +50,12 @@ def run(args: argparse.Namespace) -> int:
     if not paths.metrics_parquet.exists():
         return _refuse(f"{args.run_dir}: no metrics.parquet; a finished launch writes it (rerun the run to aggregate)")
     try:
-        benchmarks = load_benchmarks(recorded_configs(args.run_dir))
+        configs = recorded_configs(paths)
+        benchmarks = load_benchmarks(configs)
     except (SweepError, ValueError, KeyError) as exc:
         return _refuse(f"{args.run_dir}: cannot read its manifest: {str(exc).splitlines()[0]}")
     metrics = pq.read_table(paths.metrics_parquet)
     deltas = pq.read_table(paths.deltas_parquet) if paths.deltas_parquet.exists() else None
-    configs = recorded_configs(args.run_dir)
     models = {cfg["model"]["name"]: cfg["model"] for cfg in configs if isinstance(cfg.get("model"), dict)}
     tables = {}
     for name in sorted(benchmarks):

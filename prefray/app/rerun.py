@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from prefray.app.commands import Parser, refuse, refused
-from prefray.app.compose import ConfigProblems, checked_jobs, conf_dir, load_benchmarks
-from prefray.engine.config.sweep import SweepError
+from prefray.app.compose import ConfigProblems, checked_jobs, conf_dir, load_benchmarks, sweep_of
+from prefray.app.sweep import SweepError
 from prefray.engine.failures import NO_ANSWER_CAUSES
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import CAUSE_MEANINGS, Cause
 
 # A rerun finishes units with no answer by default. The evaluated model's own failures
@@ -83,17 +85,17 @@ def run(args: argparse.Namespace) -> int:
     return on_run_dir(args.run_dir, overrides, lambda run_dir: rerun(run_dir, args.run_dir, causes, overrides))
 
 
-def rerun(run_dir: Path, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
+def rerun(run_dir: RunDir, location: Path | str, causes: frozenset[str], overrides: list[str]) -> int:
     try:
-        configs, jobs, benchmarks, instances = prepare(run_dir, overrides, location=location)
+        sweep = prepare(run_dir, overrides, SendPolicy(resend_causes=causes), location=location)
     except SweepError as exc:
         return refused(exc)
-    return estimate_then_run(run_dir, configs, jobs, benchmarks, instances, {"rerun_causes": causes}, location)
+    return estimate_then_run(sweep)
 
 
-def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[Path], int]) -> int:
+def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[RunDir], int]) -> int:
     """`work(local run dir)` on the run dir itself, or on the staging mirror of a URI run dir (pulled
-    first, leased while it runs, pushed back at the end)."""
+    first, leased while it runs, pushed back at the end): the one RunDir the command passes down."""
     from prefray.engine.rundir.ownership import RunDirBusy
     from prefray.engine.rundir.remote import is_uri, reach_problem, staged_run
 
@@ -102,22 +104,23 @@ def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[Path]
         return refuse([problem])
     try:
         with staged_run(location, staging_setting(overrides)) as run_dir:
-            return work(run_dir)
+            return work(RunDir(run_dir))
     except RunDirBusy as exc:
         return refuse([str(exc)])
 
 
-def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] | list[dict[str, Any]] | None = None,
-            location: Path | str | None = None):
-    """Jobs of a finished run, rebuilt from its manifest with new run settings (and judge, or judges:
-    one job per judge); `run_dir` is where the run's files are (the staging mirror of `location` when
-    that is a URI)."""
-    from prefray.engine.config.preflight import preflight
+def prepare(run_dir: RunDir, overrides: list[str], policy: SendPolicy,
+            replace_judge: dict[str, Any] | list[dict[str, Any]] | None = None,
+            location: Path | str | None = None) -> Sweep:
+    """The sweep of a finished run, rebuilt from its manifest with new run settings (and judge, or
+    judges: one job per judge) and the command's send policy; `run_dir` is where the run's files are
+    (the staging mirror of `location` when that is a URI)."""
+    from prefray.app.preflight import preflight
     from prefray.engine.results.manifest import apply_run_overrides, recorded_configs
 
     try:
         configs = recorded_configs(run_dir)
-        apply_run_overrides(configs, overrides, location or run_dir)
+        apply_run_overrides(configs, overrides, location or run_dir.root)
     except (FileNotFoundError, ValueError) as exc:
         raise SweepError(str(exc)) from None
     if replace_judge is not None:
@@ -128,21 +131,19 @@ def prepare(run_dir: Path, overrides: list[str], replace_judge: dict[str, Any] |
     instances, errors = preflight(jobs, benchmarks)
     if errors:
         raise ConfigProblems(errors)
-    return configs, jobs, benchmarks, instances
+    return sweep_of(configs, jobs, benchmarks, instances, run_dir, location=location, policy=policy)
 
 
-def estimate_then_run(run_dir: Path, configs, jobs, benchmarks, instances, run_settings: dict[str, Any],
-                      location: Path | str | None = None) -> int:
+def estimate_then_run(sweep: Sweep) -> int:
+    """Print what the sweep would send and cost (simulated under its send policy), then run it."""
     from prefray.engine.flow.dryrun import simulate
-    from prefray.engine.flow.session import SweepOptions, run_sweep
+    from prefray.engine.flow.session import run_sweep
     from prefray.engine.money.estimate import plan_rows, print_estimate, summarize
 
-    options = SweepOptions.from_config(run_dir, configs[0]["run"], location=str(location or run_dir))
-    cache = options.open_cache()
-    rows = simulate(jobs, benchmarks, instances, run_dir,
-                    {"shard_size": options.shard_size, "cache": cache, **run_settings,
-                     "output_ratio": options.run.estimate_output_ratio})
+    cache = sweep.open_cache()
+    rows = simulate(sweep, cache)
     if cache is not None:
         cache.close()
+    jobs = sweep.job_list
     print_estimate(summarize(plan_rows(rows, jobs), jobs))
-    return run_sweep(options, configs, jobs, benchmarks, instances, run_settings)
+    return run_sweep(sweep)

@@ -39,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         print(f"prefray view: run directory not found: {run_dir}", file=sys.stderr)
         return EXIT_CONFIG
+    from prefray.engine.rundir import RunDir
     from prefray.engine.rundir.quarantine import stale_note
 
-    note = stale_note(run_dir, args.run_dir)
+    note = stale_note(RunDir(run_dir), args.run_dir)
     if note:
         print(f"prefray view: {note}", file=sys.stderr)
     if args.export is not None:

@@ -2,7 +2,7 @@
 
 A benchmark is an object of a `Benchmark` subclass, registered under the `prefray.benchmarks`
 entry point group (`NAME = "package.module:ATTRIBUTE"`); its config `NAME.yaml` and its
-`conditions/` sit next to the module (engine/config/catalog.py). `prefray.sdk` re-exports what a
+`conditions/` sit next to the module (app/catalog.py). `prefray.sdk` re-exports what a
 benchmark author needs, and `prefray.sdk.RubricBenchmark` is the common shape in a few lines.
 """
 

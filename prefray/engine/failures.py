@@ -13,7 +13,7 @@
 - ``judge_failure``  a judge's answer stayed unreadable after its one re-ask. Excluded, counted per judge.
 
 The classes are computed from ``role``, ``status`` and ``cause``, so they hold for old runs too.
-The cause table of the docs' config reference is generated from these sets (prefray/engine/config/table.py).
+The cause table of the docs' config reference is generated from these sets (prefray/app/table.py).
 """
 
 from __future__ import annotations

@@ -129,6 +129,7 @@ class RunData:
 
     def __init__(self, run_dir: Path, wait_s: float | None = None):
         self.run_dir = Path(run_dir)
+        self.paths = RunDir(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory not found: {self.run_dir}")
         self.wait_s = wait_s
@@ -141,13 +142,13 @@ class RunData:
 
     # -- overview -------------------------------------------------------------------------------
     def metrics(self) -> pa.Table:
-        path = RunDir(self.run_dir).metrics_parquet
+        path = self.paths.metrics_parquet
         return pq.read_table(path) if path.exists() else pa.table({})
 
     def cell_costs(self) -> list[dict[str, Any]]:
         """Per cell (benchmark, model, condition, judge): dollars paid, the share of input tokens read
         from the provider's prompt cache and the dollars it saved, from calls.csv (empty if none)."""
-        path = RunDir(self.run_dir).calls_csv
+        path = self.paths.calls_csv
         if not path.exists():
             return []
         import pyarrow.csv as pacsv
@@ -172,7 +173,7 @@ class RunData:
 
     def deltas(self) -> pa.Table:
         """Paired differences with intervals (stats.DELTA_SCHEMA), when the run has them."""
-        path = RunDir(self.run_dir).deltas_parquet
+        path = self.paths.deltas_parquet
         return pq.read_table(path) if path.exists() else pa.table({})
 
     def _listing(self) -> tuple[dict[Job, Path], dict[str, Path]]:
@@ -183,13 +184,13 @@ class RunData:
         if self._listed is not None and now - self._listed[0] < LISTING_S:
             return self._listed[1], self._listed[2]
         jobs: dict[Job, Path] = {}
-        for folder in sorted(RunDir(self.run_dir).shards.glob("benchmark=*/model=*/condition=*")):
+        for folder in sorted(self.paths.shards.glob("benchmark=*/model=*/condition=*")):
             if folder.is_dir():
                 key = tuple(part.split("=", 1)[1] for part in (folder.parent.parent.name, folder.parent.name,
                                                                folder.name))
                 jobs[key] = folder
         figures: dict[str, Path] = {}
-        plots = RunDir(self.run_dir).plots
+        plots = self.paths.plots
         if plots.is_dir():
             figures = {p.name: p for p in sorted(plots.iterdir())
                        if p.suffix in PLOT_SUFFIXES and not p.name.startswith(".") and p.is_file()}
@@ -384,7 +385,7 @@ class RunData:
 
     def requests(self, hashes: list[str]) -> dict[str, dict[str, Any]]:
         """Stored requests by hash (empty when the run keeps none: runs made before the store)."""
-        folder = RunDir(self.run_dir).requests
+        folder = self.paths.requests
         wanted = sorted({h for h in hashes if h})
         if not wanted or not folder.is_dir():
             return {}

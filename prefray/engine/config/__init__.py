@@ -1,10 +1,10 @@
-"""The typed config: rules per key, validation before anything starts, the docs' key table.
+"""The typed config: the objects the engine runs with and the rules each key is checked by.
 
-`schema` holds the typed objects the engine runs with (`RunConfig`, `ModelSpec`, ...), each default
-stated once; `validate` checks a composed config against them, one line per bad value.
+`schema` holds the typed objects (`RunConfig`, `ModelSpec`, ...), each default stated once; `rules`
+the checks of one value. Checking a composed config against them (`prefray.app.validate`), composing
+a sweep and the docs' key table are the commands' work, in `prefray/app/`.
 """
 
 from prefray.engine.config.schema import BatchConfig, ModelSpec, RunConfig, TopConfig, build
-from prefray.engine.config.validate import config_problems, sweep_problems
 
-__all__ = ["BatchConfig", "ModelSpec", "RunConfig", "TopConfig", "build", "config_problems", "sweep_problems"]
+__all__ = ["BatchConfig", "ModelSpec", "RunConfig", "TopConfig", "build"]

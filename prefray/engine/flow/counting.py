@@ -53,10 +53,11 @@ from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.calls.pricing import cache_saving, call_cost, max_output_tokens
 from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.dryrun import SimulatedGateways
-from prefray.engine.flow.runner import unit_id
+from prefray.engine.flow.runner import stored_row, unit_id
 from prefray.engine.money.estimate_rows import PLAN_SCHEMA
 from prefray.engine.rundir.cache import ResponseCache, cache_key
 from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, latest_attempts, read_rows
+from prefray.engine.sweep import Sweep
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit
 
 # Instances of a cell whose units are built and measured for an evaluated model whose output budget
@@ -206,7 +207,7 @@ class _JobCount:
             else:
                 tally.sent_one(request, result.input_tokens, result.output_tokens)
             if keep:
-                rows.append(self._row(stage, spec, judge, uid, unit, attempt, request, result, value))
+                rows.append(stored_row(self.job, stage, spec, judge, uid, unit, attempt, request, result, value))
         if not keep:
             return SHARD_SCHEMA.empty_table()
         new = pa.Table.from_pylist(rows, schema=SHARD_SCHEMA)
@@ -237,22 +238,6 @@ class _JobCount:
             return None, second
         return value, second
 
-    def _row(self, stage: Stage, spec: ModelSpec, judge: str, uid: str, unit: WorkUnit, attempt: int,
-             request: ChatRequest, result: CallResult, value: Any) -> dict[str, Any]:
-        job = self.job
-        return {"unit_id": uid, "attempt": attempt, "benchmark": job.benchmark, "model": job.model.name,
-                "condition": job.condition, "stage": stage.name, "role": stage.role, "judge": judge,
-                "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
-                "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False), "request_hash": "",
-                "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
-                "params_json": None, "status": result.status,   # no stage builds from it
-                "cause": result.cause, "error": result.error, "text": result.text,
-                "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
-                "finish_reason": result.finish_reason, "truncated": result.truncated,
-                "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
-                "cost_usd": 0.0, "cached": result.cached, "tries": result.tries, "latency_s": result.latency_s,
-                "started_at": result.started_at, "finished_at": result.finished_at}
-
 
 _FAILED = object()
 
@@ -277,8 +262,16 @@ def _has_answers(cache: ResponseCache | None) -> bool:
     return cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is not None
 
 
-def count(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-          run_dir: Path, settings: dict[str, Any]) -> pa.Table:
+def count(sweep: Sweep, cache: ResponseCache | None = None) -> pa.Table:
+    """The plan's rows (PLAN_SCHEMA) for the sweep's jobs under its send policy, with `cache` (a
+    ResponseCache or None) answering what it holds."""
+    return count_jobs(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
+                      {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
+                       "rerun_causes": sweep.policy.resend_causes})
+
+
+def count_jobs(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+               run_dir: Path, settings: dict[str, Any]) -> pa.Table:
     """The plan's rows (PLAN_SCHEMA) for `jobs`. `settings`: `cache` (a ResponseCache or None),
     `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
     ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))

@@ -19,22 +19,22 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from prefray.engine.benchmark import Benchmark, Job, Stage
+from prefray.engine.benchmark import Job, Stage
 from prefray.engine.calls.pricing import call_cost, max_output_tokens
 from prefray.engine.calls.providers import synthetic
 from prefray.engine.config.schema import RunConfig
-from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs, try_parse
+from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs, try_parse
 from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.cache import ResponseCache
 from prefray.engine.rundir.quarantine import drop_unreadable
 from prefray.engine.rundir.shards import SHARD_SCHEMA
+from prefray.engine.sweep import Sweep
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 
@@ -94,18 +94,17 @@ class DryRunner(JobRunner):
         return [i for i in failed if not try_parse(stage, results[i], parsed, i)]
 
 
-def _scratch_copy(run_dir: Path) -> tuple[Path, set[str]]:
+def _scratch_copy(run_dir: RunDir) -> tuple[RunDir, set[str]]:
     """A scratch run dir holding hard links to the stored shards; returns it and their names."""
-    scratch = Path(tempfile.mkdtemp(prefix="prefray-estimate-"))
-    source = RunDir(run_dir).shards
-    if source.is_dir():
-        shutil.copytree(source, RunDir(scratch).shards, copy_function=_link_or_copy)
+    scratch = RunDir(tempfile.mkdtemp(prefix="prefray-estimate-"))
+    if run_dir.shards.is_dir():
+        shutil.copytree(run_dir.shards, scratch.shards, copy_function=_link_or_copy)
         drop_unreadable(scratch)    # the run's owner quarantines them: their units are asked again
     return scratch, set(_shard_names(scratch))
 
 
-def _shard_names(scratch: Path) -> list[str]:
-    return [str(p.relative_to(scratch)) for p in RunDir(scratch).shards.glob("**/*.parquet")]
+def _shard_names(scratch: RunDir) -> list[str]:
+    return [str(p.relative_to(scratch.root)) for p in scratch.shards.glob("**/*.parquet")]
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -115,7 +114,7 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _new_rows(scratch: Path, existing: set[str]) -> pa.Table:
+def _new_rows(scratch: RunDir, existing: set[str]) -> pa.Table:
     new = [scratch / name for name in _shard_names(scratch) if name not in existing]
     return pa.concat_tables([SHARD_SCHEMA.empty_table(), *(pq.read_table(p, schema=SHARD_SCHEMA) for p in new)])
 
@@ -127,22 +126,22 @@ async def _run_all(runners: list[JobRunner], dispatcher: SimulatedGateways) -> l
         await dispatcher.close()
 
 
-def simulate(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-             run_dir: Path, settings: dict[str, Any]) -> pa.Table:
-    """The rows a run would add to `run_dir`, answered by the simulation. `settings` are the
-    runner's (RunSettings), plus `output_ratio`: the share of its max tokens an answer is assumed to use."""
-    settings = dict(settings)
-    ratio = float(settings.pop("output_ratio", RunConfig.estimate_output_ratio))
-    scratch, existing = _scratch_copy(Path(run_dir))
+def simulate(sweep: Sweep, cache: ResponseCache | None = None, output_ratio: float | None = None) -> pa.Table:
+    """The rows the sweep would add to its run dir under its send policy, answered by the simulation
+    (`cache`: the response cache it may answer from; `output_ratio`: the share of its max tokens an
+    answer is assumed to use, run.estimate_output_ratio unless given)."""
+    ratio = sweep.run.estimate_output_ratio if output_ratio is None else float(output_ratio)
+    scratch, existing = _scratch_copy(sweep.run_dir)
     try:
-        settings.pop("compact", None)   # new rows are told apart by their files: keep them small
-        run_settings = RunSettings(run_dir=scratch, compact=False, **settings)
+        # new rows are told apart by their files: keep them small
+        scratch_sweep = replace(sweep, run_dir=scratch, run=replace(sweep.run, compact=False))
         dispatcher = SimulatedGateways(ratio)
-        runners: list[JobRunner] = [DryRunner(job, benchmarks[job.benchmark], instances[i], run_settings, dispatcher)
-                                    for i, job in enumerate(jobs)]
+        outlets = Outlets(None, cache=cache)
+        runners: list[JobRunner] = [DryRunner(prepared, scratch_sweep, outlets, dispatcher)
+                                    for prepared in scratch_sweep.jobs]
         crashed = asyncio.run(_run_all(runners, dispatcher))
         for job, error in crashed:
             raise RuntimeError(f"estimate of {job.benchmark}/{job.model.name}/{job.condition} failed: {error}")
         return _new_rows(scratch, existing)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch.root, ignore_errors=True)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefray.engine.rundir.layout import RunDir
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -25,24 +27,23 @@ EXIT_INTERRUPTED = 130
 _current_run: dict[str, Any] = {}
 
 
-def set_current_run(run_dir: Path | None, shown: str | None = None) -> None:
-    """`run_dir` holds the rows; `shown` is how the line names it (a URI run dir's address)."""
-    if run_dir is None:
+def set_current_run(run: RunDir | None, shown: str | None = None) -> None:
+    """`run` holds the rows; `shown` is how the line names it (a URI run dir's address)."""
+    if run is None:
         _current_run.pop("dir", None)
         _current_run.pop("shown", None)
     else:
-        _current_run["dir"] = Path(run_dir)
-        _current_run["shown"] = shown or str(run_dir)
+        _current_run["dir"] = run
+        _current_run["shown"] = shown or str(run.root)
 
 
-def stored_rows(run_dir: Path) -> int:
+def stored_rows(run: RunDir) -> int:
     try:
         import pyarrow.dataset as ds
 
-        from prefray.engine.rundir import RunDir
         from prefray.engine.rundir.shards import shard_files
 
-        files = shard_files(RunDir(run_dir).shards)
+        files = shard_files(run.shards)
         return ds.dataset(files, format="parquet").count_rows() if files else 0
     except Exception:  # noqa: BLE001 - the line is printed on the way out, whatever the shards hold
         return 0

@@ -44,8 +44,10 @@ from typing import Any
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
 from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.calls.pricing import max_call_cost
-from prefray.engine.flow.counting import SAMPLE_INSTANCES, _cell_key, count
+from prefray.engine.flow.counting import SAMPLE_INSTANCES, _cell_key, count_jobs
+from prefray.engine.rundir.cache import ResponseCache
 from prefray.engine.rundir.shards import job_dir
+from prefray.engine.sweep import Sweep
 from prefray.engine.types import ChatRequest, ModelSpec
 
 HORIZON_MINUTES = 7 * 24 * 60      # a week
@@ -207,7 +209,7 @@ def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: d
     cells: dict[tuple[str, str, str], list[Job]] = {}
     for i in picked:
         cells.setdefault((jobs[i].benchmark, jobs[i].model.name, jobs[i].condition), []).append(jobs[i])
-    rows = count([jobs[i] for i in picked], benchmarks, {k: instances[i] for k, i in enumerate(picked)},
+    rows = count_jobs([jobs[i] for i in picked], benchmarks, {k: instances[i] for k, i in enumerate(picked)},
                  run_dir, settings)
     found: dict[Lane, LaneCalls] = {}
     names = ["benchmark", "model", "condition", "role", "judge", "cached", "calls", "input_tokens"]
@@ -257,7 +259,7 @@ def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_
     sample = data
     if len(data) > SAMPLE_INSTANCES:
         sample = [data[k] for k in sorted(random.Random(0).sample(range(len(data)), SAMPLE_INSTANCES))]
-    rows = count([job], benchmarks, {0: sample}, run_dir, {**settings, "cache": None})
+    rows = count_jobs([job], benchmarks, {0: sample}, run_dir, {**settings, "cache": None})
     rates: dict[str, tuple[float, float]] = {}
     for row in rows.select(["role", "calls", "input_tokens"]).to_pylist():
         calls, tokens = rates.get(row["role"], (0.0, 0.0))
@@ -274,10 +276,17 @@ def _resumed(jobs: Sequence[Job], run_dir: Path) -> set[Lane]:
     return {lane_of(s) for job in jobs if _stored_any(job, run_dir) for s in (job.model, *job.roles.values())}
 
 
-def limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                   run_dir: Path, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
-    """One line per limit the plan cannot run under (empty: every limit can be met). `settings`: the
-    counting plan's (`cache`: a ResponseCache or None, `output_ratio`)."""
+def limit_problems(sweep: Sweep, cache: ResponseCache | None = None) -> list[str]:
+    """One line per limit the sweep cannot run under (empty: every limit can be met); `cache`: the
+    response cache the counting plan may answer from, or None."""
+    return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
+                              {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio},
+                              sweep.run.budget_usd)
+
+
+def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+                       run_dir: Path, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
+    """limit_problems of these jobs; `settings`: the counting plan's (`cache`, `output_ratio`)."""
     cache, resumed = settings.get("cache"), _resumed(jobs, Path(run_dir))
     has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
     # a resumed job's first calls are stored already: its next call may be any stage's

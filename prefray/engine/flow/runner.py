@@ -16,30 +16,29 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from prefray.engine.benchmark import Benchmark, Job, ParseError, Stage, StageContext
+from prefray.engine.benchmark import Job, ParseError, Stage, StageContext
 from prefray.engine.calls.dispatch import CALL_TAG, Dispatcher
 from prefray.engine.calls.output_budget import final_request
-from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.progress import call_tag
 from prefray.engine.results.request_store import RequestStore
 from prefray.engine.rundir.cache import ResponseCache, cache_key
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.rundir.shards import (
     BEST_ROW_COLUMNS,
     SHARD_SCHEMA,
     compact_folder,
-    job_dir,
     latest_attempts,
     read_rows,
     write_shard,
 )
+from prefray.engine.sweep import PreparedJob, Sweep
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit, stable_id
 
 ProgressFn = Callable[[Job, str, int, int], None]
@@ -89,34 +88,17 @@ def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
 
 
 @dataclass
-class RunSettings:
-    """What the runner needs: the run config's shard and compaction settings (defaults are
-    RunConfig's), plus the live objects and mode of this command."""
+class Outlets:
+    """The live objects a runner writes to besides its shards: progress, the response cache and the
+    request store (every distinct request sent, under RUN_DIR/requests/)."""
 
-    run_dir: Path
-    shard_size: int | None = RunConfig.shard_size    # None: shard_units decides per lane
+    requests: RequestStore | None
     progress: ProgressFn | None = None
     cache: ResponseCache | None = None
-    # Rerun: stored units that ended failed/skipped with one of these causes are run again.
-    rerun_causes: frozenset[str] = frozenset()
-    # Re-judge: stages answered by the evaluated model are never sent (only stored rows are used).
-    subject_stages_stored_only: bool = False
-    # Every distinct request sent is kept under RUN_DIR/requests/ (created from run_dir when unset).
-    request_store: RequestStore | None = None
-    # Compaction: small shards of a job folder are rolled into one large file every `compact_every`
-    # shards this job writes (0: never while it runs), and all its files merged when it ends.
-    compact: bool = RunConfig.compact
-    compact_every: int = RunConfig.compact_every
-
-    def __post_init__(self) -> None:
-        if self.request_store is None:
-            self.request_store = RequestStore(self.run_dir)
 
     @classmethod
-    def from_run(cls, run_dir: Path, run: RunConfig, **rest: Any) -> RunSettings:
-        """The runner's settings for `run_dir` under the typed run config (`rest`: the command's own)."""
-        return cls(run_dir=run_dir, shard_size=run.shard_size, compact=run.compact,
-                   compact_every=run.compact_every, **rest)
+    def of(cls, run_dir: RunDir, progress: ProgressFn | None = None, cache: ResponseCache | None = None) -> Outlets:
+        return cls(RequestStore(run_dir.root), progress, cache)
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:
@@ -132,14 +114,13 @@ class Pending:
 
 
 class JobRunner:
-    def __init__(self, job: Job, benchmark: Benchmark, instances: Sequence[Any],
-                 settings: RunSettings, dispatcher: Dispatcher):
-        self.job = job
-        self.benchmark = benchmark
-        self.instances = instances
-        self.settings = settings
+    def __init__(self, prepared: PreparedJob, sweep: Sweep, outlets: Outlets, dispatcher: Dispatcher):
+        job = self.job = prepared.job
+        self.benchmark = prepared.benchmark
+        self.instances = prepared.instances
+        self.config, self.policy, self.outlets = sweep.run, sweep.policy, outlets
         self.dispatcher = dispatcher
-        self.folder = job_dir(settings.run_dir, job.benchmark, job.model.name, job.condition)
+        self.folder = sweep.run_dir.job(job.benchmark, job.model.name, job.condition)
         # Resuming (rows stored already): every unit this launch builds, stored or sent, by stage and
         # judge, so the metrics of those stages cover what it asked for, not rows of a larger limit or
         # more samples stored before (another judge's stored verdicts are not this launch's to narrow).
@@ -165,14 +146,14 @@ class JobRunner:
         finally:
             for task in tasks:
                 task.cancel()
-        if self.settings.compact:
+        if self.config.compact:
             await asyncio.to_thread(compact_folder, self.folder)
 
     async def _roll_when_due(self) -> None:
         """Roll the folder's small shards into a large file once `compact_every` were written."""
         self._shards_since_roll += 1
-        every = self.settings.compact_every
-        if not self.settings.compact or every <= 0 or self._shards_since_roll < every or self._rolling:
+        every = self.config.compact_every
+        if not self.config.compact or every <= 0 or self._shards_since_roll < every or self._rolling:
             return
         self._rolling, self._shards_since_roll = True, 0
         try:
@@ -214,7 +195,7 @@ class JobRunner:
             state = states.get(uid)
             if state is None:
                 yield Pending(uid, unit, 1)
-            elif state[0] != "ok" and state[1] in self.settings.rerun_causes:
+            elif state[0] != "ok" and state[1] in self.policy.resend_causes:
                 yield Pending(uid, unit, state[2] + 1)
             else:
                 yield None
@@ -224,7 +205,7 @@ class JobRunner:
         return spec, ("" if stage.role == "subject" else spec.name)
 
     def _skip_sending(self, stage: Stage) -> bool:
-        return stage.role == "subject" and self.settings.subject_stages_stored_only
+        return stage.role == "subject" and self.policy.subject_stored_only
 
     async def run_stage(self, stage: Stage, context: StageContext) -> None:
         """Send a stage's units shard by shard as its `build` yields them, a bounded number at once.
@@ -305,8 +286,8 @@ class JobRunner:
         await sender.drain()
 
     def _report(self, stage: str, finished: int, total: int) -> None:
-        if self.settings.progress is not None:
-            self.settings.progress(self.job, stage, finished, total)
+        if self.outlets.progress is not None:
+            self.outlets.progress(self.job, stage, finished, total)
 
     async def run_shard(self, stage: Stage, spec: ModelSpec, judge: str, shard: list[Pending]) -> None:
         requests = [final_request(spec, p.unit.request) for p in shard]
@@ -319,7 +300,7 @@ class JobRunner:
         elif stage.read is not None:
             parsed = [stage.read(p.unit, r.text) if r.status == "ok" else None for p, r in zip(shard, results)]
         self.keep_answers(keys, results)
-        rows = [self._row(stage, spec, judge, p, request, result, value)
+        rows = [stored_row(self.job, stage, spec, judge, p.uid, p.unit, p.attempt, request, result, value)
                 for p, request, result, value in zip(shard, requests, results, parsed)]
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
@@ -328,13 +309,13 @@ class JobRunner:
 
     def keep_requests(self, spec: ModelSpec, requests: list[ChatRequest]) -> None:
         """Every distinct request sent is kept in the run's request store."""
-        if self.settings.request_store is not None:
-            self.settings.request_store.add(spec.model_id, requests)
+        if self.outlets.requests is not None:
+            self.outlets.requests.add(spec.model_id, requests)
 
     def keep_answers(self, keys: list[str], results: list[CallResult]) -> None:
         """Answers are kept in the response cache (when the run has one)."""
-        if self.settings.cache is not None:
-            self.settings.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
+        if self.outlets.cache is not None:
+            self.outlets.cache.put_many([(k, r) for k, r in zip(keys, results) if r.status == "ok"])
 
     def unparsed(self, stage: Stage, results: list[CallResult], parsed: list[Any], failed: list[int]) -> list[int]:
         """Of the answers `stage.parse` could not read, those to ask again (all of them here)."""
@@ -343,7 +324,7 @@ class JobRunner:
     async def _answers(self, spec: ModelSpec, requests: list[ChatRequest], keys: list[str],
                        stage_name: str) -> list[CallResult]:
         """Cached answers where there are any; the rest from the dispatcher."""
-        cache = self.settings.cache
+        cache = self.outlets.cache
         hits = cache.get_many(keys) if cache is not None else {}
         missing = [i for i, key in enumerate(keys) if key not in hits]
         tag = CALL_TAG.set(call_tag(self.job, stage_name))   # gateways count this batch's calls per job and stage
@@ -376,28 +357,30 @@ class JobRunner:
             if second.status == "ok" and not try_parse(stage, second, parsed, i):
                 second.status, second.cause = "failed", Cause.PARSE_ERROR
 
-    def _row(self, stage: Stage, spec: ModelSpec, judge: str, pending: Pending, request: ChatRequest,
-             result: CallResult, value: Any) -> dict[str, Any]:
-        unit = pending.unit
-        return {
-            "unit_id": pending.uid, "attempt": pending.attempt,
-            "benchmark": self.job.benchmark, "model": self.job.model.name, "condition": self.job.condition,
-            "stage": stage.name, "role": stage.role, "judge": judge,
-            "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
-            "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
-            "request_hash": request.prompt_hash(spec.model_id),
-            "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
-            "params_json": json.dumps(request.params, sort_keys=True),
-            "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
-            "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
-            "finish_reason": result.finish_reason, "truncated": result.truncated,
-            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
-            "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
-            "cache_read_tokens": result.cache_read_tokens, "cache_write_tokens": result.cache_write_tokens,
-            "cache_saved_usd": 0.0 if result.cached else result.cache_saved_usd,
-            "tries": result.tries, "latency_s": result.latency_s,
-            "started_at": result.started_at, "finished_at": result.finished_at,
-        }
+
+def stored_row(job: Job, stage: Stage, spec: ModelSpec, judge: str, uid: str, unit: WorkUnit, attempt: int,
+               request: ChatRequest, result: CallResult, value: Any) -> dict[str, Any]:
+    """The row (SHARD_SCHEMA) stored for one answered unit: by the runner, and by the counting plan
+    for the rows later stages build from. A cached answer cost nothing and saved nothing."""
+    return {
+        "unit_id": uid, "attempt": attempt,
+        "benchmark": job.benchmark, "model": job.model.name, "condition": job.condition,
+        "stage": stage.name, "role": stage.role, "judge": judge,
+        "instance_id": unit.instance_id, "item": unit.item, "sample": unit.sample, "seed": request.seed,
+        "meta_json": json.dumps(unit.meta, sort_keys=True, ensure_ascii=False),
+        "request_hash": request.prompt_hash(spec.model_id),
+        "provider": spec.provider, "model_id": spec.model_id, "model_version": result.model_version,
+        "params_json": json.dumps(request.params, sort_keys=True),
+        "status": result.status, "cause": result.cause, "error": result.error, "text": result.text,
+        "parsed_json": None if value is None else json.dumps(value, ensure_ascii=False),
+        "finish_reason": result.finish_reason, "truncated": result.truncated,
+        "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+        "cost_usd": 0.0 if result.cached else result.cost_usd, "cached": result.cached,
+        "cache_read_tokens": result.cache_read_tokens, "cache_write_tokens": result.cache_write_tokens,
+        "cache_saved_usd": 0.0 if result.cached else result.cache_saved_usd,
+        "tries": result.tries, "latency_s": result.latency_s,
+        "started_at": result.started_at, "finished_at": result.finished_at,
+    }
 
 
 class StageFlow:
@@ -501,7 +484,7 @@ class ShardSender:
     def __init__(self, runner: JobRunner, stage: Stage, spec: ModelSpec, judge: str, finished: int,
                  total: Callable[[], int]):
         self.runner, self.stage, self.spec, self.judge = runner, stage, spec, judge
-        self.size = shard_units(spec, runner.settings.shard_size)
+        self.size = shard_units(spec, runner.config.shard_size)
         bound = inflight_shards(spec, self.size)
         self.slots = asyncio.Semaphore(bound) if bound is not None else None
         self.finished = finished

@@ -7,82 +7,20 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from prefray.engine.benchmark import Benchmark, Job
+from prefray.engine.benchmark import Job
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.calls.gateway import NAMESPACE
-from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
-from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
-from prefray.engine.results.aggregate import aggregate_run
+from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
+from prefray.engine.results.aggregate import aggregate_sweep
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
-from prefray.engine.rundir.cache import ResponseCache, default_cache_path
-from prefray.engine.rundir.layout import CACHE_FILE
 from prefray.engine.rundir.paid import compact_paid
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """Where a sweep runs and its typed `run.*` config (every default is RunConfig's)."""
-
-    run_dir: Path
-    run: RunConfig = field(default_factory=RunConfig)
-    location: str | None = None    # run.dir as the user gave it (a URI when run_dir is its staging mirror)
-
-    @classmethod
-    def from_config(cls, run_dir: Path, run: RunConfig | dict[str, Any],
-                    location: str | None = None) -> SweepOptions:
-        return cls(run_dir=run_dir, run=RunConfig.from_config(run), location=location)
-
-    @property
-    def shard_size(self) -> int | None:
-        return self.run.shard_size    # None: as many units as suit each lane (runner.shard_units)
-
-    @property
-    def compact(self) -> bool:
-        return self.run.compact
-
-    @property
-    def progress(self) -> bool:
-        return self.run.progress
-
-    @property
-    def budget_usd(self) -> float | None:
-        return self.run.budget_usd
-
-    @property
-    def cache(self) -> bool:
-        return self.run.cache
-
-    @property
-    def cache_path(self) -> Path | None:
-        return Path(self.run.cache_dir) / CACHE_FILE if self.run.cache_dir else None
-
-    @property
-    def cache_file(self) -> Path:
-        return self.cache_path or default_cache_path(self.run_dir)
-
-    def open_cache(self, only_if_present: bool = False) -> ResponseCache | None:
-        """The response cache, or None when bypassed (or, for read-only users, not there yet)."""
-        if not self.cache or (only_if_present and not self.cache_file.exists()):
-            return None
-        return ResponseCache(self.cache_file)
-
-
-def panels(jobs: Sequence[Job]) -> dict[str, list[str]]:
-    """Each benchmark's panel under run.panel: the judges of its jobs, in the order the sweep names them."""
-    found: dict[str, list[str]] = {}
-    for job in jobs:
-        members = found.setdefault(job.benchmark, [])
-        if job.roles["judge"].name not in members:
-            members.append(job.roles["judge"].name)
-    return found
+from prefray.engine.sweep import Sweep
 
 
 def node_ip(address: str | None) -> str | None:
@@ -145,16 +83,14 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "condition": c["condition"]["name"], "judge": c["judge"]["name"], "config": c} for c in configs]
 
 
-async def drive(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                settings: RunSettings, dispatcher: Dispatcher,
+async def drive(sweep: Sweep, outlets: Outlets, dispatcher: Dispatcher,
                 feed: Callable[[str, int, int, int, float], None] | None = None,
                 asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None
                 ) -> list[tuple[Job, BaseException]]:
     """Run every job; with `feed`, live progress learns of each finished call from the gateways.
     `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built
     by stage and judge."""
-    runners = [JobRunner(job, benchmarks[job.benchmark], instances[i], settings, dispatcher)
-               for i, job in enumerate(jobs)]
+    runners = [JobRunner(prepared, sweep, outlets, dispatcher) for prepared in sweep.jobs]
     watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
     try:
         return await run_jobs(runners)
@@ -178,51 +114,47 @@ def budget_actor(limit_usd: float | None) -> Any:
     return Budget.remote(limit_usd)
 
 
-def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
-              benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-              run_settings: dict[str, Any] | None = None) -> int:
+def run_sweep(sweep: Sweep) -> int:
     """Own the run dir, run (or rerun) every job against real providers, write the metrics files;
     return the exit code (see engine/flow/exits.py)."""
     from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 
-    lock = RunDirLock(options.run_dir)
+    lock = RunDirLock(sweep.run_dir.root)
     try:
         lock.acquire()
     except RunDirBusy as exc:
         print(f"prefray: nothing was run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    set_current_run(options.run_dir, options.location)
+    set_current_run(sweep.run_dir, sweep.location)
     try:
-        return _run_owned(options, configs, jobs, benchmarks, instances, run_settings)
+        return _run_owned(sweep)
     finally:
         lock.release()
 
 
-def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequence[Job],
-               benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-               run_settings: dict[str, Any] | None) -> int:
+def _run_owned(sweep: Sweep) -> int:
     from prefray.engine.rundir.journal import clean_leftovers, fold_away, load_replay
     from prefray.engine.rundir.quarantine import quarantine_corrupt
 
+    run, run_dir, jobs = sweep.run_dir, sweep.run_dir.root, sweep.job_list
     use_system_allocator()
-    quarantine_corrupt(options.run_dir, options.location)   # before anything reads the shards
-    clean_leftovers(options.run_dir)
-    replay = load_replay(options.run_dir)
-    append_manifest(options.run_dir, manifest_entries(configs), secret_envs(jobs))
+    quarantine_corrupt(run, sweep.location)   # before anything reads the shards
+    clean_leftovers(run)
+    replay = load_replay(run_dir)
+    append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
     started = start_ray()
-    cache = options.open_cache()
-    show = options.progress and sys.stderr.isatty()
+    cache = sweep.open_cache()
+    show = sweep.run.progress and sys.stderr.isatty()
     try:
         with LiveProgress(enabled=show) as progress:
-            settings = RunSettings.from_run(options.run_dir, options.run, progress=progress.update, cache=cache,
-                                            **(run_settings or {}))
-            budget = budget_actor(options.budget_usd)
-            gateways = Gateways(budget=budget, run_dir=str(options.run_dir.resolve()), replay=replay)
+            outlets = Outlets.of(sweep.run_dir, progress=progress.update, cache=cache)
+            budget = budget_actor(sweep.run.budget_usd)
+            gateways = Gateways(budget=budget, run_dir=str(run_dir.resolve()), replay=replay)
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
-            gateways = with_batch_tier(gateways, options.run_dir, options.run)  # models in tier batch
+            gateways = with_batch_tier(gateways, run_dir, sweep.run)  # models in tier batch
             feed = progress.add_calls if show else None
             asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
-            crashed = asyncio.run(drive(jobs, benchmarks, instances, settings, gateways, feed, asked))
+            crashed = asyncio.run(drive(sweep, outlets, gateways, feed, asked))
             for job, _ in crashed:   # a job stopped part way built only some of its units: its metrics take all rows
                 asked.pop((job.benchmark, job.model.name, job.condition), None)
     finally:
@@ -239,12 +171,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     warning = budget_warning_of(budget)
     stopping = stop_ray_meanwhile(started)
     try:
-        if options.compact:
-            compact_paid(options.run_dir)   # every gateway has handed its paid record over
-            compact_requests(options.run_dir)
-        metrics = aggregate_run(options.run_dir, benchmarks, {j.benchmark: j.settings for j in jobs},
-                                options.budget_usd, plots=options.run.plots, figures=options.run.figures,
-                                panels=panels(jobs) if options.run.panel else None, asked=asked)
+        if sweep.run.compact:
+            compact_paid(run)   # every gateway has handed its paid record over
+            compact_requests(run_dir)
+        metrics = aggregate_sweep(sweep, asked)
     finally:
         if stopping is not None:
             stopping.join()
@@ -252,11 +182,10 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         print(warning, file=sys.stderr)
     if crashed:
         return EXIT_ERROR
-    fold_away(options.run_dir)
+    fold_away(run)
     from prefray.engine.results.report import found_line
 
-    return report_incomplete(options, jobs, benchmarks, instances, found_line(metrics, options.location
-                                                                              or options.run_dir))
+    return report_incomplete(sweep, found_line(metrics, sweep.where))
 
 
 def budget_warning_of(budget: Any) -> str:
@@ -276,8 +205,7 @@ def _say(line: str) -> None:
         print(line, flush=True)
 
 
-def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
-                      instances: dict[int, Sequence[Any]], found: str = "") -> int:
+def report_incomplete(sweep: Sweep, found: str = "") -> int:
     """EXIT_OK if the run is complete by the failure policy (every unit has an answer; judge failures
     are excluded and model failures scored, and are said in one line); else write incomplete.csv,
     print one line (counts by cause, later-stage units never built, the rerun command) and return
@@ -290,8 +218,9 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
         write_incomplete,
     )
 
-    missing = missing_units(options.run_dir, jobs)
-    counts = failure_counts(options.run_dir, jobs)
+    run, jobs = sweep.run_dir, sweep.job_list
+    missing = missing_units(run, jobs)
+    counts = failure_counts(run, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
             print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
@@ -299,13 +228,13 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
         _say(found)   # a complete run's last line: what it found
         return EXIT_OK
     _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
-    unbuilt = unbuilt_units(jobs, benchmarks, instances, options.run_dir, options.shard_size)
-    write_incomplete(options.run_dir, missing_units(options.run_dir, jobs, by_cell=True), unbuilt)
+    unbuilt = unbuilt_units(sweep)
+    write_incomplete(run, missing_units(run, jobs, by_cell=True), unbuilt)
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(missing.items()))
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
               "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
     print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
-          f"prefray rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
+          f"prefray rerun {sweep.where} runs them again (see incomplete.csv)",
           file=sys.stderr)
     return EXIT_INCOMPLETE

@@ -21,6 +21,7 @@ from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.paid import SENT, read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, best_attempts_order, read_rows, take_columns
+from prefray.engine.sweep import Sweep
 
 CALLS_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("model", pa.string()), ("condition", pa.string()), ("stage", pa.string()),
@@ -305,7 +306,17 @@ def within_asked(best: pa.Table, asked: dict[tuple[str, str, str], dict[tuple[st
     return kept, best.num_rows - kept.num_rows
 
 
-def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
+def aggregate_sweep(sweep: Sweep,
+                    asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
+    """aggregate_run over the sweep's run dir, with its benchmarks, their settings, its budget and its
+    run.plots / run.figures / run.panel choices."""
+    run = sweep.run
+    return aggregate_run(sweep.run_dir, sweep.benchmarks, {j.benchmark: j.settings for j in sweep.job_list},
+                         run.budget_usd, plots=run.plots, figures=run.figures,
+                         panels=sweep.panels() if run.panel else None, asked=asked)
+
+
+def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
                   asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None) -> pa.Table:
@@ -315,13 +326,13 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
     join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → its
     stages and judges the launch ran → the units it built): those rows cover only these units; the line
     before the summary says how many stored rows were left out (costs count every try paid)."""
-    run_dir = Path(run_dir)
+    run_dir = paths.root
     best, costs = best_rows_and_ledger(run_dir)
     best, left_out = within_asked(best, asked or {})
     draw = plots and figures != "none"
     drawing = early_drawing_pool(best.num_rows) if draw else None
     try:
-        metrics, calls = _aggregate(run_dir, best, costs, benchmarks, settings, budget_usd, seed, panels)
+        metrics, calls = _aggregate(paths, best, costs, benchmarks, settings, budget_usd, seed, panels)
         if draw:
             from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
 
@@ -337,7 +348,7 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
             print(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other instances "
                   "or samples (a larger limit or benchmark.samples before) left out; they stay stored")
         print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {RunDir(run_dir).metrics_csv}  {RunDir(run_dir).metrics_md}")
+        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
     return metrics
 
 
@@ -356,7 +367,7 @@ def early_drawing_pool(rows: int) -> Any:
     return drawing_pool()
 
 
-def _aggregate(run_dir: Path, best: pa.Table, costs: pa.Table, benchmarks: dict[str, Benchmark],
+def _aggregate(paths: RunDir, best: pa.Table, costs: pa.Table, benchmarks: dict[str, Benchmark],
                settings: dict[str, dict[str, Any]], budget_usd: float | None, seed: int,
                panels: dict[str, list[str]] | None) -> tuple[pa.Table, pa.Table]:
     """aggregate_run's tables from the best attempts and the ledger: (metrics, calls summary)."""
@@ -369,20 +380,19 @@ def _aggregate(run_dir: Path, best: pa.Table, costs: pa.Table, benchmarks: dict[
     )
     from prefray.engine.results.report import render_markdown
 
-    best = with_text(run_dir, best, text_needed(best, benchmarks))
+    best = with_text(paths.root, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     judged = best
     if panels:
         best = pa.concat_tables([without_panels(best), panel_rows(best, panels)])
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
     metrics = with_completeness(sort_metrics(metrics), best)
-    metrics = add_intervals(run_dir, metrics, best, benchmarks, settings, seed=seed)
+    metrics = add_intervals(paths, metrics, best, benchmarks, settings, seed=seed)
     agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
     present = set(metrics["benchmark"].to_pylist())
     notes = [note for name in sorted(benchmarks) if name in present
              for note in benchmarks[name].notes(metrics.filter(pc.equal(metrics["benchmark"], name)))]
-    write_outputs(run_dir, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd, notes))
-    paths = RunDir(run_dir)
+    write_outputs(paths, metrics, calls, render_markdown(metrics, calls, costs, agreement, budget_usd, notes))
     write_atomic(paths.costs_csv, lambda p: pacsv.write_csv(costs, p))
     write_atomic(paths.judge_agreement_csv, lambda p: pacsv.write_csv(agreement, p))
     return metrics, calls
@@ -398,8 +408,7 @@ def write_atomic(path: Path, write) -> None:
         temp.unlink(missing_ok=True)
 
 
-def write_outputs(run_dir: Path, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:
-    paths = RunDir(run_dir)
+def write_outputs(paths: RunDir, metrics: pa.Table, calls: pa.Table, markdown: str) -> None:
     write_atomic(paths.metrics_parquet, lambda p: pq.write_table(metrics, p))
     write_atomic(paths.metrics_csv, lambda p: pacsv.write_csv(metrics, p))
     write_atomic(paths.calls_csv, lambda p: pacsv.write_csv(calls, p))

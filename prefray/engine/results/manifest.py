@@ -46,10 +46,10 @@ def scrub(text: str, secret_envs: set[str]) -> str:
     return text
 
 
-def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
+def append_manifest(run: RunDir, jobs: list[dict[str, Any]], secret_envs: set[str]) -> None:
     """Add this launch to the manifest: read-modify-write under an exclusive lock, written to a
     temp file with a unique name and renamed into place, so no launch's entry is ever lost."""
-    path = RunDir(run_dir).manifest
+    path = run.manifest
     entry = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": [sys.executable, *sys.argv],
@@ -57,7 +57,7 @@ def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[
         "packages": package_versions(),
         "jobs": jobs,
     }
-    with open(RunDir(run_dir).manifest_lock, "a") as guard:
+    with open(run.manifest_lock, "a") as guard:
         fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
         history = json.loads(path.read_text()) if path.exists() else {"runs": []}
         history["runs"].append(entry)
@@ -69,11 +69,11 @@ def append_manifest(run_dir: Path, jobs: list[dict[str, Any]], secret_envs: set[
             temp.unlink(missing_ok=True)
 
 
-def recorded_configs(run_dir: Path) -> list[dict[str, Any]]:
-    """The resolved config of every job ever launched into `run_dir` (latest launch wins)."""
-    path = RunDir(run_dir).manifest
+def recorded_configs(run_dir: RunDir) -> list[dict[str, Any]]:
+    """The resolved config of every job ever launched into the run dir (latest launch wins)."""
+    path = run_dir.manifest
     if not path.exists():
-        raise FileNotFoundError(f"{run_dir}: no manifest.json — not a prefray run directory")
+        raise FileNotFoundError(f"{run_dir.root}: no manifest.json — not a prefray run directory")
     jobs: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for run in json.loads(path.read_text())["runs"]:
         for job in run["jobs"]:
@@ -129,9 +129,9 @@ def result_identity(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def conflicting_jobs(run_dir: Path, configs: list[dict[str, Any]]) -> list[str]:
-    """Jobs this launch shares with earlier launches into `run_dir` but with other settings."""
-    if not RunDir(run_dir).manifest.exists():
+def conflicting_jobs(run_dir: RunDir, configs: list[dict[str, Any]]) -> list[str]:
+    """Jobs this launch shares with earlier launches into the run dir but with other settings."""
+    if not run_dir.manifest.exists():
         return []
     earlier = {(c["benchmark"]["name"], c["model"]["name"], c["condition"]["name"], c["judge"]["name"]): c
                for c in recorded_configs(run_dir)}

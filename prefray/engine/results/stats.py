@@ -21,7 +21,6 @@ import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -369,7 +368,7 @@ def regrouped(scores: pa.Table, pair_on: Callable[[str], str]) -> pa.Table:
     return scores.set_column(scores.schema.get_field_index("cluster"), "cluster", clusters)
 
 
-def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
+def add_intervals(paths: RunDir, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
                   settings: dict[str, dict[str, Any]], seed: int = 0) -> pa.Table:
     """The aggregate step in one call: `metrics` with ci_low/ci_high, and the paired comparisons
     written to RUN_DIR/deltas.parquet and deltas.csv (both always written, possibly empty)."""
@@ -379,7 +378,6 @@ def add_intervals(run_dir: Path, metrics: pa.Table, rows: pa.Table, benchmarks: 
     boot = BootstrapSettings(seed=seed)
     scores = unit_scores(rows, benchmarks, settings)
     deltas = paired_comparisons(scores, benchmarks, boot)
-    paths = RunDir(run_dir)
     for target, write in ((paths.deltas_parquet, pq.write_table), (paths.deltas_csv, pacsv.write_csv)):
         temp = target.with_name(f".{target.name}.tmp")
         write(deltas, temp)

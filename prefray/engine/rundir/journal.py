@@ -116,16 +116,15 @@ def load_replay(run_dir: Path) -> ReplayPool:
     return ReplayPool(dict(answers))
 
 
-def fold_away(run_dir: Path) -> None:
+def fold_away(run: RunDir) -> None:
     """After a run that ended normally every answer is in a shard: drop the journal."""
-    shutil.rmtree(RunDir(run_dir).journal, ignore_errors=True)
+    shutil.rmtree(run.journal, ignore_errors=True)
 
 
-def clean_leftovers(run_dir: Path) -> int:
+def clean_leftovers(run: RunDir) -> int:
     """Remove temp files a killed run left behind and the shards a large file absorbed before the
     kill (only the run dir's owner calls this)."""
-    run = RunDir(run_dir)
-    removed = drop_absorbed(run_dir) if run.shards.is_dir() else 0
+    removed = drop_absorbed(run.root) if run.shards.is_dir() else 0
     for path in run.leftover_temp_files():
         path.unlink(missing_ok=True)
         removed += 1

@@ -46,7 +46,8 @@ LOG_FOLDERS = (JOURNAL, LEDGER)
 
 @dataclass(frozen=True)
 class RunDir:
-    """A run directory's paths: `RunDir(run_dir).shards`, `.metrics_csv`, `.job(b, m, c)`, ..."""
+    """A run directory's paths (`.shards`, `.metrics_csv`, `.job(b, m, c)`, ...): built once where a command
+    learns its run dir, then passed down as the run dir parameter."""
 
     root: Path
 

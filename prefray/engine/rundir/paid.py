@@ -88,10 +88,10 @@ def _ledger_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return rolled, sorted(p for p in folder.glob("*.jsonl") if p.name not in absorbed)
 
 
-def compact_paid(run_dir: Path) -> int:
+def compact_paid(run: RunDir) -> int:
     """Roll the run's JSON-lines ledger files into one Parquet file (call it once no gateway writes:
     after the run's calls, or as the run dir's owner); returns the files absorbed."""
-    folder = RunDir(run_dir).ledger
+    folder = run.ledger
     rolled, lines = _ledger_files(folder)
     _drop_absorbed(folder, rolled)
     if not lines:

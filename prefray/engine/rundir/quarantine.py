@@ -25,9 +25,9 @@ from prefray.engine.rundir.layout import RunDir
 QUARANTINE = "quarantine"
 
 
-def unreadable_shards(run_dir: Path) -> list[tuple[Path, str]]:
-    """The shard files of `run_dir` whose Parquet footer cannot be read, each with the reason."""
-    base = RunDir(run_dir).shards
+def unreadable_shards(run: RunDir) -> list[tuple[Path, str]]:
+    """The shard files of the run dir whose Parquet footer cannot be read, each with the reason."""
+    base = run.shards
     found = []
     for path in sorted(base.rglob("*.parquet")) if base.is_dir() else []:
         if path.name.startswith((".", "_")):
@@ -41,13 +41,12 @@ def unreadable_shards(run_dir: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def quarantine_corrupt(run_dir: Path, location: str | None = None) -> list[Path]:
-    """Move the unreadable shards of `run_dir` into RUN_DIR/quarantine/ and say so, one line each;
+def quarantine_corrupt(run: RunDir, location: str | None = None) -> list[Path]:
+    """Move the unreadable shards of the run dir into RUN_DIR/quarantine/ and say so, one line each;
     returns where they went. Only the run dir's owner calls this."""
-    run = RunDir(run_dir)
-    shown = location or str(run_dir)
+    shown = location or str(run.root)
     moved = []
-    for path, reason in unreadable_shards(run_dir):
+    for path, reason in unreadable_shards(run):
         relative = path.relative_to(run.shards)
         target = run.root / QUARANTINE / relative
         if target.exists():
@@ -61,18 +60,17 @@ def quarantine_corrupt(run_dir: Path, location: str | None = None) -> list[Path]
     return moved
 
 
-def drop_unreadable(scratch: Path) -> None:
+def drop_unreadable(scratch: RunDir) -> None:
     """In a scratch copy of a run (the estimate's): remove the shards the owner would quarantine."""
     for path, _ in unreadable_shards(scratch):
         path.unlink(missing_ok=True)
 
 
-def stale_note(run_dir: Path, location: str | None = None) -> str | None:
+def stale_note(run: RunDir, location: str | None = None) -> str | None:
     """One line if the run's metrics may not match its shards: a shard unreadable, or changed (or
     moved aside) after metrics.csv was written; None otherwise. Cheap: footers and file times."""
-    run = RunDir(run_dir)
-    shown = location or str(run_dir)
-    unreadable = unreadable_shards(run_dir)
+    shown = location or str(run.root)
+    unreadable = unreadable_shards(run)
     if unreadable:
         first = unreadable[0][0].relative_to(run.root)
         return (f"{len(unreadable)} shard(s) unreadable ({first}{', ...' if len(unreadable) > 1 else ''}): the "

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from prefray.app.compose import conf_dir
+from prefray.app.sweep import SweepError, expand, paper_models
 from prefray.benchmarks.cupid.tests.test_cupid_prompts import fake_requests
-from prefray.engine.config.sweep import SweepError, expand, paper_models
 
 CONF = conf_dir()
 REASONING = {"google/gemini-3-pro-preview", "openai/gpt-5.2", "anthropic/claude-sonnet-4.5", "deepseek/deepseek-v3.2"}
@@ -25,7 +25,7 @@ def test_model_paper_expands_to_the_papers_ten_models_per_benchmark():
 
 
 def test_a_benchmark_without_a_lineup_says_so(monkeypatch):
-    from prefray.engine.config import catalog
+    from prefray.app import catalog
 
     config = catalog.benchmark_config("benchpres")
     del config["paper_models"]

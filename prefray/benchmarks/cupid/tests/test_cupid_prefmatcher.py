@@ -8,9 +8,9 @@ import json
 import pytest
 
 from prefray.app.compose import SweepError, build_job, compose_configs, conf_dir
+from prefray.app.sweep import all_options, expand
 from prefray.benchmarks.cupid.scoring import parse_match
 from prefray.benchmarks.cupid.tests.test_cupid_prompts import INFER_MARK, fake_requests, write
-from prefray.engine.config.sweep import all_options, expand
 
 CONF = conf_dir()
 CUPID = ["benchmark=cupid", "condition=oracle", "model=fake", "judge=fake"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from prefray.app import catalog
 from prefray.benchmarks.prisk.data import SAMPLE_DIR, Conversation, Profile, Turn, load_instances
 from prefray.benchmarks.prisk.irp import irp_judge_prompt
 from prefray.benchmarks.prisk.metrics import fisher_split
@@ -41,7 +42,6 @@ from prefray.benchmarks.prisk.scoring import (
 )
 from prefray.benchmarks.prisk.sycophancy import REFERENCE_SEED, attribution_prompt, syc_prompt
 from prefray.engine.benchmark import DataError, Job, ParseError
-from prefray.engine.config import catalog
 from prefray.engine.types import ModelSpec
 from prefray.fakellm.answers import answer_json, answer_key, answer_text, boolean_at
 

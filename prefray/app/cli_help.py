@@ -11,7 +11,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from prefray.engine.config.sweep import (
+from prefray.app.sweep import (
     all_options,
     benchmark_conditions,
     default_options,

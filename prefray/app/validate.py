@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefray.engine.config.provider_params import SDK_CALL, accepted, unknown_params
+from prefray.app.provider_params import SDK_CALL, accepted, unknown_params
 from prefray.engine.config.rules import Rule, render
 from prefray.engine.config.schema import (
     NAMED_RULES,
@@ -137,8 +137,8 @@ def check_roles(prefix: str, values: Any, reference: dict, out: list[str]) -> No
 
 def option_reference(group: str, benchmark: Any, condition: Any = None) -> dict:
     """The option file a benchmark or condition section is checked against ({} when there is none):
-    the installed benchmark's config, or one of its conditions (engine/config/catalog.py)."""
-    from prefray.engine.config import catalog
+    the installed benchmark's config, or one of its conditions (app/catalog.py)."""
+    from prefray.app import catalog
 
     try:
         if group == "benchmark":
@@ -161,7 +161,7 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
             continue  # no judge named: each benchmark is judged by its paper's judge (config.yaml)
         check_dataclass(section, cfg.get(section), cls, out)
     names = {group: (v.get("name") if isinstance(v := cfg.get(group), dict) else None) for group in OPTION_SECTIONS}
-    from prefray.engine.config import catalog
+    from prefray.app import catalog
 
     try:
         catalog.find(str(names["benchmark"]))
@@ -174,7 +174,7 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
 
 def sweep_problems(configs: list[dict[str, Any]], conf: Path) -> list[str]:
     """Problems of every job of a sweep, each reported once, then the run paths' problems."""
-    from prefray.engine.config.paths import path_problems
+    from prefray.app.paths import path_problems
 
     seen: list[str] = []
     for cfg in configs:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from prefray.app.validate import option_reference
 from prefray.engine.config.rules import render
 from prefray.engine.config.schema import (
     OPEN_MAPS,
@@ -25,7 +26,6 @@ from prefray.engine.config.schema import (
     inferred_rule,
     rule_of,
 )
-from prefray.engine.config.validate import option_reference
 
 
 def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
@@ -53,7 +53,7 @@ def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
 def option_rows(group: str) -> Iterator[tuple[str, str, str, str]]:
     """Keys of every option of a group, merged across options (defaults listed per option): the
     built-in benchmarks' configs, or their conditions (a plugin documents its own keys)."""
-    from prefray.engine.config import catalog
+    from prefray.app import catalog
 
     merged: dict[str, tuple[str, dict[str, str]]] = {}
     builtin = catalog.names(builtin_only=True)
@@ -121,7 +121,7 @@ def cause_table() -> str:
 
 
 def default_conf() -> Path:
-    return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[3] / "conf")
+    return Path(os.environ.get("PREFRAY_CONF") or Path(__file__).resolve().parents[2] / "conf")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from hydra.core.override_parser.types import Glob, Override, ValueType
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from prefray.engine.config import catalog
+from prefray.app import catalog
 
 GROUPS = ("benchmark", "model", "condition", "judge")
 # Groups whose `all` leaves out the options prefray serves itself.
