@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -19,12 +20,15 @@ from prefray.engine.config.schema import RunConfig
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
 from prefray.engine.flow.runner import JobRunner, RunSettings, run_jobs
+from prefray.engine.logs import STDOUT
 from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
 from prefray.engine.rundir.cache import ResponseCache, default_cache_path
 from prefray.engine.rundir.layout import CACHE_FILE
 from prefray.engine.rundir.paid import compact_paid
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ def run_sweep(options: SweepOptions, configs: list[dict[str, Any]], jobs: Sequen
     try:
         lock.acquire()
     except RunDirBusy as exc:
-        print(f"prefray: nothing was run: {exc}", file=sys.stderr)
+        log.error(f"prefray: nothing was run: {exc}")
         return EXIT_CONFIG
     set_current_run(options.run_dir, options.location)
     try:
@@ -234,8 +238,8 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
     if full is not None:
         raise full     # one line (flow/exits.py); nothing more is written, the journal keeps its answers
     for job, error in crashed:
-        print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
-              f"{type(error).__name__}: {error}", file=sys.stderr)
+        log.error(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
+                  f"{type(error).__name__}: {error}")
     warning = budget_warning_of(budget)
     stopping = stop_ray_meanwhile(started)
     try:
@@ -249,7 +253,7 @@ def _run_owned(options: SweepOptions, configs: list[dict[str, Any]], jobs: Seque
         if stopping is not None:
             stopping.join()
     if warning:
-        print(warning, file=sys.stderr)
+        log.warning(warning)
     if crashed:
         return EXIT_ERROR
     fold_away(options.run_dir)
@@ -272,8 +276,7 @@ def budget_warning_of(budget: Any) -> str:
 
 def _say(line: str) -> None:
     if line:
-        sys.stderr.flush()
-        print(line, flush=True)
+        log.info(line, extra=STDOUT)
 
 
 def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: dict[str, Benchmark],
@@ -294,8 +297,7 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     counts = failure_counts(options.run_dir, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
-            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
-                  flush=True)
+            log.info(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}")
         _say(found)   # a complete run's last line: what it found
         return EXIT_OK
     _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
@@ -305,7 +307,6 @@ def report_incomplete(options: SweepOptions, jobs: Sequence[Job], benchmarks: di
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
               "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
-    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
-          f"prefray rerun {options.location or options.run_dir} runs them again (see incomplete.csv)",
-          file=sys.stderr)
+    log.warning(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}"
+                f"{others}; prefray rerun {options.location or options.run_dir} runs them again (see incomplete.csv)")
     return EXIT_INCOMPLETE

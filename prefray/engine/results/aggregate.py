@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.logs import STDOUT
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
@@ -31,6 +33,8 @@ CALLS_SCHEMA = pa.schema([
     ("cache_saved_usd", pa.float64()),
 ])
 CACHE_SUMS = ("cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
+
+log = logging.getLogger(__name__)
 
 
 def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
@@ -306,12 +310,13 @@ def aggregate_run(run_dir: Path, benchmarks: dict[str, Benchmark], settings: dic
 
         write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
                     breakdowns=figures == "all")
-    if not quiet:
+    if not quiet and log.isEnabledFor(logging.INFO):   # the summary shows at the info level (not --quiet)
         if left_out:
-            print(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other instances "
-                  "or samples (a larger limit or benchmark.samples before) left out; they stay stored")
+            log.info(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other "
+                     "instances or samples (a larger limit or benchmark.samples before) left out; they stay stored",
+                     extra=STDOUT)
         print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
+        log.info(f"metrics: {paths.metrics_csv}  {paths.metrics_md}", extra=STDOUT)
     return metrics
 
 
