@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> int:
     """The `prefray` console script: `main` through the one CLI runner (Ctrl-C: one line, exit 130)."""
     argv = sys.argv[1:]
+    from prefray.app import display
     from prefray.engine.flow.exits import run_cli
 
     command = app.COMMANDS.get(argv[0] if argv else "")
-    return run_cli(lambda: main(argv), command.name if command else PROG, command and command.interrupted)
+    with display.shown(display.level_of(argv)):
+        return run_cli(lambda: main(argv), command.name if command else PROG, command and command.interrupted)

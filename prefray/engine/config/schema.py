@@ -2,8 +2,9 @@
 
 `limit`, `run.*`, `model.*` and `judge.*` (and every model option a benchmark role names) are fixed
 dataclasses below, and they are the objects the engine runs with: `ModelSpec` is what a gateway
-calls, `RunConfig` what the session and the runner read. Every default is stated here once (the
-YAML files under `conf/` repeat the values a user sees; a test keeps them equal).
+calls, `RunConfig` what the session and the runner read. Every default is stated here once
+(`conf/config.yaml` repeats the run defaults a user sees, a test keeps them equal; a model option
+file lists only what differs, and composing fills in the rest: `file_defaults`).
 
 A benchmark's and a condition's own keys are typed by their option file: a key keeps the type of
 its default there (an integer stays an integer), well-known names get their bounds wherever they
@@ -45,9 +46,10 @@ RATE_MAX = 10**12           # requests or tokens per minute
 PRICE_MAX = 10**4           # USD per million tokens
 
 
-def key(rule: Rule, default: Any, doc: str) -> Any:
-    """A schema field: its rule and a one-line meaning travel in the field's metadata."""
-    metadata = {"rule": rule, "doc": doc}
+def key(rule: Rule, default: Any, doc: str, *, in_files: bool = True) -> Any:
+    """A schema field: its rule and a one-line meaning travel in the field's metadata;
+    `in_files=False` marks a key only prefray sets (never written in an option file, nor filled in)."""
+    metadata = {"rule": rule, "doc": doc, "in_files": in_files}
     if default is REQUIRED:
         return field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -197,7 +199,8 @@ class ModelSpec:
     # false: an option that exists for a paper's lineup (`model=paper`) and is left out of `model=all`.
     in_all: bool = key(boolean(), True, "included in model=all")
     # Set by `judge.repeats=K` on the K copies of a judge (prefray/app/panel.py): each asks with its own seeds.
-    seed_offset: int = key(integer(0, SEED_MAX), 0, "added to the seed of every request this model answers")
+    seed_offset: int = key(integer(0, SEED_MAX), 0, "added to the seed of every request this model answers",
+                           in_files=False)
     # A unit's k samples go as ceil(k / samples_per_request) requests with `n` (OpenAI chat
     # completions; Anthropic has no `n`): input billed once per request (engine/calls/samples.py).
     samples_per_request: int = key(integer(1, 128), 1, "samples asked in one request with n (OpenAI only)")
@@ -270,6 +273,13 @@ def inferred_rule(name: str, reference: Any) -> Rule:
     if isinstance(reference, list):
         return Rule("a list", lambda v: isinstance(v, list))
     return mapping("a mapping")
+
+
+def file_defaults(cls: type) -> dict[str, Any]:
+    """The keys an option file of `cls` may leave out, each with the default composing fills in:
+    every key with a default, less those only prefray sets (`in_files=False`)."""
+    return {f.name: default_of(f) for f in dataclasses.fields(cls)
+            if default_of(f) is not REQUIRED and f.metadata.get("in_files", True)}
 
 
 def fields_of(cls: type) -> dict[str, dataclasses.Field]:

@@ -37,6 +37,7 @@ shares of input read and written (a sample of instances would split a prefix's g
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, Work
 # differs from the cell's most common one (a fixed, seeded sample; a smaller dataset is counted in full).
 SAMPLE_INSTANCES = 16
 
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -289,13 +292,20 @@ def count_jobs(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances:
     for i, job in enumerate(jobs):
         stored = _stored(Path(run_dir), job)
         if stored is not None:
+            log.debug(f"plan: {_job_name(job)} resumes: counted on its own, against {stored.num_rows} stored row(s)")
             tallies[i] = counter(i, stored=stored).run()   # resumed: counted on its own
         else:
             cells.setdefault(_cell_key(job), []).append(i)
     for members in cells.values():
+        log.debug(f"plan: {_job_name(jobs[members[0]])} counted for {len(members)} job(s) of its benchmark × "
+                  f"condition cell, over {len(instances[members[0]])} instance(s)")
         tallies.update(_count_cell(members, jobs, instances, counter, cache))
     return pa.Table.from_pylist([row for i, job in enumerate(jobs) for row in _plan_rows(job, tallies[i])],
                                 schema=PLAN_SCHEMA)
+
+
+def _job_name(job: Job) -> str:
+    return f"{job.benchmark}/{job.model.name}/{job.condition}/{job.roles['judge'].name}"
 
 
 def _count_cell(members: list[int], jobs: Sequence[Job], instances: dict[int, Sequence[Any]],

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
+import logging
 import signal
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,8 @@ EXIT_INTERRUPTED = 130
 
 # The run directory the current command writes into, once it owns it (for the interrupt line).
 _current_run: dict[str, Any] = {}
+
+log = logging.getLogger(__name__)
 
 
 def set_current_run(run: RunDir | None, shown: str | None = None) -> None:
@@ -71,9 +73,9 @@ def run_cli(main: Callable[[], int], command: str, interrupted: str | None = Non
         full = disk_full_in(exc)
         if full is None:
             raise
-        print(line(full), file=sys.stderr, flush=True)
+        log.error(line(full))
         return EXIT_ERROR
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the line
-        print(interrupted or interrupted_line(command), file=sys.stderr, flush=True)
+        log.warning(interrupted or interrupted_line(command))
         return EXIT_INTERRUPTED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -16,11 +17,14 @@ from prefray.engine.calls.gateway import NAMESPACE
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
 from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
+from prefray.engine.logs import STDOUT
 from prefray.engine.results.aggregate import aggregate_sweep
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
 from prefray.engine.rundir.paid import compact_paid
 from prefray.engine.sweep import Sweep
+
+log = logging.getLogger(__name__)
 
 
 def node_ip(address: str | None) -> str | None:
@@ -123,7 +127,7 @@ def run_sweep(sweep: Sweep) -> int:
     try:
         lock.acquire()
     except RunDirBusy as exc:
-        print(f"prefray: nothing was run: {exc}", file=sys.stderr)
+        log.error(f"prefray: nothing was run: {exc}")
         return EXIT_CONFIG
     set_current_run(sweep.run_dir, sweep.location)
     try:
@@ -166,8 +170,8 @@ def _run_owned(sweep: Sweep) -> int:
     if full is not None:
         raise full     # one line (flow/exits.py); nothing more is written, the journal keeps its answers
     for job, error in crashed:
-        print(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
-              f"{type(error).__name__}: {error}", file=sys.stderr)
+        log.error(f"prefray: job {job.benchmark}/{job.model.name}/{job.condition} stopped: "
+                  f"{type(error).__name__}: {error}")
     warning = budget_warning_of(budget)
     stopping = stop_ray_meanwhile(started)
     try:
@@ -179,7 +183,7 @@ def _run_owned(sweep: Sweep) -> int:
         if stopping is not None:
             stopping.join()
     if warning:
-        print(warning, file=sys.stderr)
+        log.warning(warning)
     if crashed:
         return EXIT_ERROR
     fold_away(run)
@@ -201,8 +205,7 @@ def budget_warning_of(budget: Any) -> str:
 
 def _say(line: str) -> None:
     if line:
-        sys.stderr.flush()
-        print(line, flush=True)
+        log.info(line, extra=STDOUT)
 
 
 def report_incomplete(sweep: Sweep, found: str = "") -> int:
@@ -223,8 +226,7 @@ def report_incomplete(sweep: Sweep, found: str = "") -> int:
     counts = failure_counts(run, jobs)
     if not missing:
         if counts["judge_failure"] or counts["model_failure"]:
-            print(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}", file=sys.stderr,
-                  flush=True)
+            log.info(f"prefray: finished, complete by the failure policy: {policy_summary(counts)}")
         _say(found)   # a complete run's last line: what it found
         return EXIT_OK
     _say(found)       # an incomplete run's last line is the one below: what is missing, and the rerun
@@ -234,7 +236,6 @@ def report_incomplete(sweep: Sweep, found: str = "") -> int:
     later = f" and {sum(unbuilt.values())} later-stage unit(s) that could not be built" if unbuilt else ""
     others = (f" (also {counts['judge_failure']} judge failure(s), excluded, and {counts['model_failure']} "
               "model failure(s), scored)") if counts["judge_failure"] or counts["model_failure"] else ""
-    print(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}{others}; "
-          f"prefray rerun {sweep.where} runs them again (see incomplete.csv)",
-          file=sys.stderr)
+    log.warning(f"prefray: finished with {sum(missing.values())} unit(s) without an answer ({causes}){later}"
+                f"{others}; prefray rerun {sweep.where} runs them again (see incomplete.csv)")
     return EXIT_INCOMPLETE

@@ -153,8 +153,8 @@ def print_tables(parts: list[tuple[str, list[str], list[dict[str, Any]]]], foote
         console.print(footer)
         return
     for title, columns, table in parts:
-        print(_plain(title, columns, table) + "\n", file=out)
-    print(footer, file=out)
+        out.write(_plain(title, columns, table) + "\n\n")
+    out.write(footer + "\n")
 
 
 def print_estimate(lines: list[EstimateLine], out: Any = None, cache_expected: bool = True) -> None:

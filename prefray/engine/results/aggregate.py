@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.logs import STDOUT
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
@@ -33,6 +35,8 @@ CALLS_SCHEMA = pa.schema([
     ("cache_saved_usd", pa.float64()),
 ])
 CACHE_SUMS = ("cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
+
+log = logging.getLogger(__name__)
 
 
 def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
@@ -341,14 +345,15 @@ def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dic
     finally:
         if drawing is not None:
             drawing.shutdown(cancel_futures=True)
-    if not quiet:
+    if not quiet and log.isEnabledFor(logging.INFO):   # the summary shows at the info level (not --quiet)
         from prefray.engine.results.report import print_summary
 
         if left_out:
-            print(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other instances "
-                  "or samples (a larger limit or benchmark.samples before) left out; they stay stored")
+            log.info(f"prefray: metrics over what this launch asked for: {left_out} stored row(s) of other "
+                     "instances or samples (a larger limit or benchmark.samples before) left out; they stay stored",
+                     extra=STDOUT)
         print_summary(metrics, calls, costs, budget_usd)
-        print(f"metrics: {paths.metrics_csv}  {paths.metrics_md}")
+        log.info(f"metrics: {paths.metrics_csv}  {paths.metrics_md}", extra=STDOUT)
     return metrics
 
 

@@ -12,8 +12,8 @@ a rerun or rejudge leaves them out the same way (flow/dryrun.py).
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +23,8 @@ import pyarrow.parquet as pq
 from prefray.engine.rundir.layout import RunDir
 
 QUARANTINE = "quarantine"
+
+log = logging.getLogger(__name__)
 
 
 def unreadable_shards(run: RunDir) -> list[tuple[Path, str]]:
@@ -54,9 +56,9 @@ def quarantine_corrupt(run: RunDir, location: str | None = None) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         moved.append(target)
-        print(f"prefray: shard {Path('shards') / relative} is unreadable ({reason}); moved to "
-              f"{shown.rstrip('/')}/{QUARANTINE}/{target.relative_to(run.root / QUARANTINE)}, "
-              "a launch or rerun asks its units again", file=sys.stderr)
+        log.warning(f"prefray: shard {Path('shards') / relative} is unreadable ({reason}); moved to "
+                    f"{shown.rstrip('/')}/{QUARANTINE}/{target.relative_to(run.root / QUARANTINE)}, "
+                    "a launch or rerun asks its units again")
     return moved
 
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -45,6 +45,8 @@ from prefray.engine.rundir.ownership import RemoteLease
 SYNC_SECONDS = 2.0
 LOG_SYNC_SECONDS = 30.0
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+log = logging.getLogger(__name__)
 
 
 def is_uri(value: Any) -> bool:
@@ -250,7 +252,7 @@ class Mirror:
             self.failures.pop(what, None)
         except Exception as exc:  # noqa: BLE001 - retried next round; reported once
             if what not in self.failures:
-                print(f"prefray: {what} at {self.uri} failed, will retry: {one_line(exc)}", file=sys.stderr)
+                log.warning(f"prefray: {what} at {self.uri} failed, will retry: {one_line(exc)}")
             self.failures[what] = one_line(exc)
 
     def stop(self) -> None:
@@ -297,7 +299,7 @@ def staged_run(location: str | Path, run: dict[str, Any] | RunConfig, own: bool 
     try:
         pulled = mirror.pull()
         if pulled:
-            print(f"prefray: pulled {pulled} file(s) of {uri} into {local}", file=sys.stderr)
+            log.info(f"prefray: pulled {pulled} file(s) of {uri} into {local}")
         if not own:
             yield local
             return
@@ -317,9 +319,8 @@ def finish_or_say(mirror: Mirror) -> None:
     try:
         touched = mirror.finish()
     except Exception as exc:  # noqa: BLE001 - the results are safe in staging; say how to copy them
-        print(f"prefray: could not copy the results to {mirror.uri}: {one_line(exc)}; they are in "
-              f"{mirror.local} (prefray upload {mirror.local} {mirror.uri} copies them)",
-              file=sys.stderr)
+        log.error(f"prefray: could not copy the results to {mirror.uri}: {one_line(exc)}; they are in "
+                  f"{mirror.local} (prefray upload {mirror.local} {mirror.uri} copies them)")
         raise SystemExit(1) from None
     if touched:
-        print(f"prefray: results are in {mirror.uri}", file=sys.stderr)
+        log.info(f"prefray: results are in {mirror.uri}")

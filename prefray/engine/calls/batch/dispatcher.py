@@ -18,8 +18,8 @@ them in a new batch.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -38,6 +38,8 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 SUBMIT_ATTEMPTS = 4
 BACKOFF = 1.5
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Item:
@@ -49,8 +51,8 @@ class Item:
 
 def _print_progress(counts: Counter) -> None:
     earlier = f" (+{counts['collected']} from an earlier launch)" if counts["collected"] else ""
-    print(f"prefray: batches {counts['submitted']} submitted{earlier}, {counts['in_progress']} in progress, "
-          f"{counts['done']} done", file=sys.stderr, flush=True)
+    log.info(f"prefray: batches {counts['submitted']} submitted{earlier}, {counts['in_progress']} in progress, "
+             f"{counts['done']} done")
 
 
 class Lane:
