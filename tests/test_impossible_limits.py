@@ -133,3 +133,42 @@ def test_as_processes_the_impossible_rpm_of_the_issue_is_refused_at_once_for_eve
         assert "model.rpm=1e-09 cannot finish this plan" in lines[0] and f"at least {generations(1)} calls" in lines[0]
         assert not run.exists() and result.stdout == "", model
 
+
+
+@pytest.mark.e2e
+def test_a_rerun_with_an_impossible_rpm_for_what_it_resends_is_refused_before_ray(run_cli, make_fake_server, tmp_path):
+    """`prefray rerun` checks the limits against what its send policy sends again: the stored failures.
+    Two BenchPreS units fail (the endpoint refuses the key); a rerun at model.rpm=1e-9 would send
+    those 2 calls at one per 6e10 s: refused before Ray with the count, nothing sent, nothing written.
+    A rerun with nothing to resend (after the failures are answered) is not refused at that rpm."""
+    from tests.conftest import command_here
+
+    wrong = make_fake_server("--reject", "fake-model=401")
+    right = make_fake_server()
+    run_dir = tmp_path / "run"
+    run_cli("model=fake", "judge=fake", *wrong.model_overrides(), f"run.dir={run_dir}", "limit=2",
+            "benchmark.samples=1", "run.cache=false", expect_code=3)
+    stored = sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file())
+    point = [f"model.base_url={right.openai_url}", f"judge.base_url={right.openai_url}", "run.cache=false"]
+
+    done = command_here("rerun", str(run_dir), *point, "model.rpm=1e-9", forbid_ray=True)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "model.rpm=1e-09 cannot finish this plan" in line and "answers 2 calls" in line, line
+    assert right.stats()["by_model"].get("fake-model", 0) == 0
+    assert sorted(p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()) == stored
+
+    assert command_here("rerun", str(run_dir), *point, "model.rpm=6000").returncode == 0
+    again = command_here("rerun", str(run_dir), *point, "model.rpm=1e-9")
+    assert again.returncode == 0, again.stderr          # nothing left to send: the rpm does not matter
+
+
+def test_a_rerun_reads_an_exponent_as_a_launch_does():
+    """YAML 1.1 leaves `1e-9` a string; a launch (Hydra) reads it as a number, and so must a rerun."""
+    from prefray.engine.results.manifest import apply_run_overrides
+
+    configs = [{"run": {}, "model": {"params": {}}, "judge": {}}]
+    apply_run_overrides(configs, ["model.rpm=1e-9", "judge.tpm=2E5", "model.base_url=http://e.example/v1",
+                                  "run.budget_usd=0.5"], Path("/tmp/run"))
+    assert configs[0]["model"]["rpm"] == 1e-9 and configs[0]["judge"]["tpm"] == 200000.0
+    assert configs[0]["model"]["base_url"] == "http://e.example/v1" and configs[0]["run"]["budget_usd"] == 0.5

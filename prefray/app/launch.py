@@ -13,10 +13,10 @@ from typing import Any
 from prefray.app.cli_help import HelpWithOptions
 from prefray.app.commands import OneLineErrors, refuse, refused
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
+from prefray.app.preflight import impossible_limits
 from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_OK
 from prefray.engine.rundir.layout import RunDir
-from prefray.engine.sweep import Sweep
 
 
 class SweepParser(OneLineErrors, HelpWithOptions):
@@ -76,14 +76,3 @@ def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str,
         return refuse(limits)
     return run_sweep(sweep)
 
-
-def impossible_limits(sweep: Sweep) -> list[str]:
-    """The rate, budget and context limits the plan cannot run under (engine/flow/horizon.py)."""
-    from prefray.engine.flow.horizon import limit_problems
-
-    cache = sweep.open_cache(only_if_present=True)   # read only: a refusal leaves no cache file
-    try:
-        return limit_problems(sweep, cache)
-    finally:
-        if cache is not None:
-            cache.close()

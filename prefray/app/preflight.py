@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, DataError, Job
+from prefray.engine.sweep import Sweep
 
 
 def missing_keys(jobs: Sequence[Job]) -> list[str]:
@@ -53,3 +54,15 @@ def preflight(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tuple[di
         errors.append("missing API key environment variable(s): " + "; ".join(keys))
     instances, data_errors = load_datasets(jobs, benchmarks)
     return instances, errors + data_errors
+
+
+def impossible_limits(sweep: Sweep) -> list[str]:
+    """The rate, budget and context limits the plan cannot run under (engine/flow/horizon.py)."""
+    from prefray.engine.flow.horizon import limit_problems
+
+    cache = sweep.open_cache(only_if_present=True)   # read only: a refusal leaves no cache file
+    try:
+        return limit_problems(sweep, cache)
+    finally:
+        if cache is not None:
+            cache.close()

@@ -135,11 +135,17 @@ def prepare(run_dir: RunDir, overrides: list[str], policy: SendPolicy,
 
 
 def estimate_then_run(sweep: Sweep) -> int:
-    """Print what the sweep would send and cost (simulated under its send policy), then run it."""
+    """Refuse the limits the sweep cannot run under (app/preflight.impossible_limits: what its send
+    policy would send, counted), else print what it would send and cost (simulated under its send
+    policy), then run it."""
+    from prefray.app.preflight import impossible_limits
     from prefray.engine.flow.dryrun import simulate
     from prefray.engine.flow.session import run_sweep
     from prefray.engine.money.estimate import plan_rows, print_estimate, summarize
 
+    limits = impossible_limits(sweep)
+    if limits:
+        return refuse(limits)
     cache = sweep.open_cache()
     rows = simulate(sweep, cache)
     if cache is not None:

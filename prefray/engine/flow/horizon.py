@@ -280,13 +280,15 @@ def limit_problems(sweep: Sweep, cache: ResponseCache | None = None) -> list[str
     """One line per limit the sweep cannot run under (empty: every limit can be met); `cache`: the
     response cache the counting plan may answer from, or None."""
     return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
-                              {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio},
+                              {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
+                               "rerun_causes": sweep.policy.resend_causes},
                               sweep.run.budget_usd)
 
 
 def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
                        run_dir: Path, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
-    """limit_problems of these jobs; `settings`: the counting plan's (`cache`, `output_ratio`)."""
+    """limit_problems of these jobs; `settings`: the counting plan's (`cache`, `output_ratio`,
+    `rerun_causes`: the stored failures a rerun sends again)."""
     cache, resumed = settings.get("cache"), _resumed(jobs, Path(run_dir))
     has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
     # a resumed job's first calls are stored already: its next call may be any stage's

@@ -87,10 +87,9 @@ ENDPOINT_KEYS = ("base_url", "api_key_env", "rpm", "tpm", "max_concurrency", "ti
 
 
 def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
-    """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (YAML-typed values) on
-    every config; run.dir is fixed and model/judge keys are limited to ENDPOINT_KEYS."""
-    import yaml
-
+    """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (typed as a launch's
+    are: `override_value`) on every config; run.dir is fixed and model/judge keys are limited to
+    ENDPOINT_KEYS."""
     for override in overrides:
         key, sep, value = override.partition("=")
         section, _, name = key.partition(".")
@@ -100,9 +99,23 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
             raise ValueError(f"'{override}': only run.KEY (not run.dir) and model./judge.KEY for KEY in "
                              f"{', '.join(ENDPOINT_KEYS)} can change on a rerun")
         for cfg in configs:
-            _set_dotted(cfg[section], name, yaml.safe_load(value))
+            _set_dotted(cfg[section], name, override_value(value))
     for cfg in configs:
         cfg["run"]["dir"] = str(run_dir)
+
+
+def override_value(text: str) -> Any:
+    """A command-line value typed as YAML types it, except that a number in exponent form without a
+    dot (`1e-9`, `2E5`), which YAML 1.1 leaves a string, is a float, as a launch's overrides read it."""
+    import yaml
+
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value for c in "eE") and value.strip() == value else value
+        except ValueError:
+            return value
+    return value
 
 
 def _set_dotted(section: dict[str, Any], name: str, value: Any) -> None:
