@@ -42,13 +42,13 @@ def _fields(prefix: str, cls: type, values: object = None) -> Iterator[tuple[str
             yield from _fields(f"{prefix}.{f.name}.NAME", f.metadata["section_map"])
         elif f.metadata.get("each") is not None:
             yield f"{prefix}.{f.name}.NAME", f.metadata["each"].describe(), "null", f.metadata["doc"]
-        elif f.metadata.get("in_files", True) and (prefix, f.name) not in _NAMED_BY_OPTION:
+        elif (prefix, f.name) not in _NOT_SHOWN:
             shown = _shown(default_of(f) if values is None else given)
             yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
 
 
-# the option's own name: `benchmark=NAME`, `condition=NAME`
-_NAMED_BY_OPTION = {("benchmark", "name"), ("condition", "name")}
+# what the option is, not a setting: its name (`benchmark=NAME`, `condition=NAME`) and where its code is
+_NOT_SHOWN = {("benchmark", "name"), ("benchmark", "impl"), ("condition", "name")}
 
 
 def _shown(default: object) -> str:
