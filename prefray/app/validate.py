@@ -134,11 +134,14 @@ def origin(group: str, section: Any, names: dict[str, Any], problem: str) -> str
 
     benchmark, condition = str(names["benchmark"]), str(names["condition"])
     found = catalog.find(benchmark)
-    if group == "benchmark":
-        file, written, option = found.config_file, catalog.benchmark_config(benchmark), f"benchmark={benchmark}"
-    else:
-        file, written = found.condition_file(condition), catalog.condition_config(benchmark, condition)
-        option = f"benchmark={benchmark} condition={condition}"
+    option = f"benchmark={benchmark}" + (f" condition={condition}" if group == "condition" else "")
+    try:
+        if group == "benchmark":
+            file, written = found.config_file, catalog.benchmark_config(benchmark)
+        else:
+            file, written = found.condition_file(condition), catalog.condition_config(benchmark, condition)
+    except catalog.UnknownBenchmark:   # no such option file: the problem is said without its source
+        return f"{problem} ({option})"
     path = problem.split(": ", 1)[0].split("=", 1)[0].split(".")[1:]
     given, written = _at(section, path), _at(written, path)
     source = (f"not set in {file}" if given is _ABSENT else f"set in {file}" if written == given
