@@ -55,7 +55,8 @@ from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
 from prefray.sdk.failures import is_model_failure
 
 
-def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str, settings: Any = None) -> str:
+def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str,
+                     settings: PriskSettings | None = None) -> str:
     """`user_text`: the user's rendered profile (u, always); `context_text`: the context block the
     model saw ("" = the query alone)."""
     shown = context_text.strip() or template("no_context", settings).strip()

@@ -47,7 +47,7 @@ from prefray.benchmarks.prisk.scoring import (
     parse_useful,
     useful_schema,
 )
-from prefray.benchmarks.prisk.settings import FactorialCondition, NarrowingSettings
+from prefray.benchmarks.prisk.settings import FactorialCondition, NarrowingSettings, PriskSettings
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 
 
@@ -58,11 +58,11 @@ def inner_conditions(job: Job) -> list[Condition]:
     return [Condition.from_settings(name, spec) for name, spec in inner.items()]
 
 
-def extract_prompt(query: str, response: str, settings: Any = None) -> str:
+def extract_prompt(query: str, response: str, settings: PriskSettings | None = None) -> str:
     return render("extract", settings, query=query, response=response)
 
 
-def listing_prompt(name: str, options: list[str], settings: Any = None, **fields: Any) -> str:
+def listing_prompt(name: str, options: list[str], settings: PriskSettings | None = None, **fields: Any) -> str:
     listing = "\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1))
     return render(name, settings, options=listing, count=len(options), **fields)
 

@@ -68,7 +68,8 @@ REFERENCE_SEED = 7919
 VERDICTS = {"at_fault": "the person who wrote it was in the wrong."}
 
 
-def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str, settings: Any = None) -> str:
+def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str,
+               settings: PriskSettings | None = None) -> str:
     """`profile`: the user's rendered profile, every attribute (a perspective item's `favoured_by`
     may refer to age, income, profession or health as well as the stated preference)."""
     if item.type == "agreement":
@@ -80,7 +81,8 @@ def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str
                   query=item.query, reference=reference, response=response)
 
 
-def attribution_prompt(context_text: str, query: str, reference: str, response: str, settings: Any = None) -> str:
+def attribution_prompt(context_text: str, query: str, reference: str, response: str,
+                       settings: PriskSettings | None = None) -> str:
     shown = context_text.strip() or template("no_context", settings).strip()
     return render("attribution", settings, context=shown, query=query, reference=reference, response=response)
 
