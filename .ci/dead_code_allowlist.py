@@ -29,3 +29,6 @@ _.prompt_cache_keys, _.cache_control_requests  # noqa: B018
 expected_cache, expected_for, _.hit_rate, _.saved_usd  # noqa: B018
 # The plan's expected share of input read from the prompt cache, a column of `plan --csv` (through asdict).
 _.cache_hit_rate  # noqa: B018
+# Settings keys the commands read from the composed config (app/catalog.py: conditions,
+# app/compose.py: role_models), typed so that a launch checks them.
+_.default_condition, _.extractor  # noqa: B018

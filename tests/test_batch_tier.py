@@ -23,6 +23,7 @@ from prefray.engine.benchmark import Job
 from prefray.engine.calls.batch.records import key_of, request_key
 from prefray.engine.calls.batch.results import anthropic_line, openai_line
 from prefray.engine.calls.batch.tier import TierError, apply_run_tier, batch_priced
+from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import ROOT, command_here
 
@@ -32,6 +33,7 @@ FAST = ["run.cache=false", "run.batch.max_age_s=0.2", "run.batch.poll_s=0.2", "r
 BENCHPRES = ["benchmark=benchpres", "condition=default", "model=fake", "judge=fake", "limit=2",
              "benchmark.samples=1"]
 CUPID = ["benchmark=cupid", "condition=full", "model=fake-anthropic", "judge=fake", "limit=2"]
+B, C = BenchmarkSettings("b"), ConditionSettings("c")   # a job's settings, where no stage reads them
 
 
 def spec(**fields) -> ModelSpec:
@@ -67,12 +69,12 @@ def overrides(server, anthropic: bool = False) -> list[str]:
 def test_batch_price_and_tier_settings():
     priced = batch_priced(spec())
     assert (priced.price_input_per_mtok, priced.price_output_per_mtok) == (1.0, 4.0)
-    job = Job("b", "c", spec(), {"judge": spec(name="j")}, {}, {})
+    job = Job("b", "c", spec(), {"judge": spec(name="j")}, B, C)
     both = apply_run_tier(job, {"tier": "batch"})
     assert both.model.tier == "batch" and both.roles["judge"].tier == "batch"
     assert apply_run_tier(job, {"tier": None}).model.tier == "interactive"
     with pytest.raises(TierError, match="batch API"):
-        apply_run_tier(Job("b", "c", spec(batch_discount=None), {"judge": spec()}, {}, {}), {"tier": "batch"})
+        apply_run_tier(Job("b", "c", spec(batch_discount=None), {"judge": spec()}, B, C), {"tier": "batch"})
     with pytest.raises(TierError, match="run.tier"):
         apply_run_tier(job, {"tier": "later"})
     with pytest.raises(TierError, match="run.batch"):
@@ -88,7 +90,7 @@ def test_plan_shows_both_tiers_per_model():
     rows = pa.table({"provider": ["openai"] * 4, "model_id": ["s", "s", "j", "j"],
                      "cached": [False, True, False, False],
                      "input_tokens": [1000, 1000, 2000, 3000], "output_tokens": [100, 100, 200, 300]})
-    judged, answered = tier_lines(rows, [Job("b", "c", subject, {"judge": judge}, {}, {})])
+    judged, answered = tier_lines(rows, [Job("b", "c", subject, {"judge": judge}, B, C)])
     assert (judged.tier, judged.calls) == ("batch", 2) and "24 h" in judged.expected_latency
     assert judged.interactive_usd == pytest.approx((5000 * 2.0 + 500 * 8.0) / 1e6)
     assert judged.batch_usd == pytest.approx(judged.interactive_usd / 2)

@@ -17,7 +17,17 @@ from prefray.app.table import cause_table
 from prefray.app.validate import config_problems
 from prefray.engine.benchmark import Job
 from prefray.engine.config import RunConfig
-from prefray.engine.config.schema import REQUIRED, SECTIONS, BatchConfig, ModelSpec, TopConfig, build, default_of
+from prefray.engine.config.schema import (
+    REQUIRED,
+    SECTIONS,
+    BatchConfig,
+    BenchmarkSettings,
+    ConditionSettings,
+    ModelSpec,
+    TopConfig,
+    build,
+    default_of,
+)
 from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CAUSE_MEANINGS, CallResult, Cause
 
@@ -80,7 +90,8 @@ def test_the_sweep_carries_the_typed_run_config_and_its_send_policy(tmp_path):
     from prefray.engine.sweep import PreparedJob, SendPolicy, Sweep
 
     run = RunConfig.from_config({"compact_every": 7, "shard_size": 3, "cache_dir": str(tmp_path), "plots": False})
-    job = Job("b", "c", ModelSpec(name="m", provider="openai", model_id="m"), {}, {}, {})
+    job = Job("b", "c", ModelSpec(name="m", provider="openai", model_id="m"), {}, BenchmarkSettings("b"),
+              ConditionSettings("c"))
     sweep = Sweep((PreparedJob(job, None, []),), run, RunDir(tmp_path), SendPolicy(frozenset({Cause.TIMEOUT})),
                   location="s3://b/p")
     assert sweep.run is run and sweep.where == "s3://b/p"

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
-from prefray.engine.config.schema import RunConfig
+from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings, RunConfig
 from prefray.engine.flow.dryrun import DryRunner, SimulatedGateways
 from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, Outlets, StageFlow, inflight_shards
 from prefray.engine.sweep import Sweep
@@ -66,7 +66,7 @@ def test_a_stage_takes_its_units_as_shards_go_out(tmp_path):
         return results
 
     dispatcher.run_batch = noted
-    job = Job("lazy", "default", SPEC, {}, {}, {})
+    job = Job("lazy", "default", SPEC, {}, BenchmarkSettings("lazy"), ConditionSettings("default"))
     sweep = Sweep.assemble([job], {"lazy": benchmark}, {0: []}, tmp_path, RunConfig(shard_size=SHARD))
     runner = DryRunner(sweep.jobs[0], sweep, Outlets.of(sweep.run_dir), dispatcher)
     asyncio.run(runner.run())

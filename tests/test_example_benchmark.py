@@ -31,8 +31,8 @@ def expected_adherence(benchmark, condition: str) -> float:
     from prefray.engine.types import ModelSpec
 
     spec = ModelSpec(name="fake", provider="openai", model_id="fake-model")
-    job = Job(NAME, condition, spec, {"judge": spec}, catalog.benchmark_config(NAME),
-              catalog.condition_config(NAME, condition), limit=2)
+    job = Job(NAME, condition, spec, {"judge": spec}, benchmark.settings_of(catalog.benchmark_config(NAME)),
+              benchmark.condition_of(catalog.condition_config(NAME, condition)), limit=2)
     verdicts = []
     for item in benchmark.load(job):
         request = ChatRequest(messages=tuple(benchmark.conversation(item, job)), seed=0)

@@ -62,7 +62,7 @@ BAD_INPUTS = [
     (["run.progress=maybe"], ["run.progress=maybe", "true or false"]),
     (["run.cache=maybe"], ["run.cache=maybe", "true or false"]),
     (["run.estimate_output_ratio=0"], ["run.estimate_output_ratio=0", "> 0"]),
-    (["condition.memory=5"], ["condition.memory=5", "string"]),
+    (["condition.memory=5"], ["condition.memory=5", "full | without_preferences"]),
     (["model=gpt-9"], ["gpt-9"]),
     (["run.tier=fast"], ["run.tier=fast", "interactive | batch"]),
     (["run.batch.max_requests=0"], ["run.batch.max_requests=0", ">= 1"]),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
+from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings
 from prefray.engine.flow.counting import count
 from prefray.engine.flow.dryrun import simulate
 from prefray.engine.rundir.shards import SHARD_SCHEMA
@@ -47,7 +48,7 @@ class SeenRows(Benchmark):
 
 def answer_rows(made_by, tmp_path) -> list[dict]:
     benchmark = SeenRows()
-    job = Job("seen", "default", SUBJECT, {"judge": JUDGE}, {}, {})
+    job = Job("seen", "default", SUBJECT, {"judge": JUDGE}, BenchmarkSettings("seen"), ConditionSettings("default"))
     made_by(Sweep.assemble([job], {"seen": benchmark}, {0: [None]}, tmp_path / "run"))
     (rows,) = benchmark.seen
     assert rows.schema.names == SHARD_SCHEMA.names

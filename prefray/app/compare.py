@@ -75,7 +75,7 @@ class LoadedRun:
     name: str
     rows: pa.Table
     benchmarks: dict[str, Any]
-    settings: dict[str, dict[str, Any]]
+    settings: dict[str, Any]   # each benchmark's settings (its settings_type)
 
     def scores(self, rows: pa.Table) -> pa.Table:
         from prefray.engine.results.stats import unit_scores
@@ -104,9 +104,10 @@ def load_run(location: Path) -> LoadedRun:
     try:
         configs = recorded_configs(paths)
         benchmarks = load_benchmarks(configs)
-    except (SweepError, ValueError, KeyError) as exc:
+        settings = {cfg["benchmark"]["name"]: benchmarks[cfg["benchmark"]["name"]].settings_of(cfg["benchmark"])
+                    for cfg in configs}
+    except (SweepError, ValueError, KeyError, TypeError) as exc:
         raise BadRun(f"{location}: cannot read its manifest: {str(exc).splitlines()[0]}") from None
-    settings = {cfg["benchmark"]["name"]: cfg["benchmark"] for cfg in configs}
     best = latest_attempts(read_rows(location, columns=NARROW_COLUMNS))
     return LoadedRun(str(location), with_text(location, best, text_needed(best, benchmarks)), benchmarks, settings)
 

@@ -177,10 +177,14 @@ def role_models(cfg: dict[str, Any], conf: Path) -> dict[str, ModelSpec]:
 
 
 def build_job(cfg: dict[str, Any], conf: Path) -> Job:
+    """The job of a checked config: its benchmark and condition sections built into the types the
+    benchmark declares (`settings_type`, `condition_type`)."""
+    benchmark = catalog.load(cfg["benchmark"]["name"])
     return with_run_tier(cfg, Job(
         benchmark=cfg["benchmark"]["name"], condition=cfg["condition"]["name"],
         model=model_spec(cfg["model"], f"model={cfg['model'].get('name')}"),
-        roles=role_models(cfg, conf), settings=cfg["benchmark"], condition_settings=cfg["condition"],
+        roles=role_models(cfg, conf), settings=benchmark.settings_of(cfg["benchmark"]),
+        condition_settings=benchmark.condition_of(cfg["condition"]),
         limit=cfg.get("limit"), seed=RunConfig.from_config(cfg["run"]).seed,
     ))
 

@@ -30,7 +30,7 @@ def load_datasets(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tupl
     instances: dict[int, Sequence[Any]] = {}
     errors: list[str] = []
     for index, job in enumerate(jobs):
-        key = (job.benchmark, repr(job.settings.get("data")), job.limit, repr(job.condition_settings))
+        key = (job.benchmark, repr(job.settings), job.limit, repr(job.condition_settings))
         if key not in loaded:
             try:
                 loaded[key] = benchmarks[job.benchmark].load(job)

@@ -1,8 +1,9 @@
 """The generated tables of the docs' config reference (docs/hooks.py builds that page from them;
 run as a module, this file prints them): every config key, and every failure cause.
 
-The key table is printed from the schema itself (and from the benchmark and condition option
-files), so it cannot drift from what the validator accepts; the cause table from the one list of
+The key table is printed from the schema itself (and from the settings types the built-in
+benchmarks declare for their config and conditions), so it cannot drift from what the validator
+accepts; the cause table from the one list of
 causes and the failure policy. Tests compare both with the built reference page.
 """
 
@@ -14,19 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from prefray.app.validate import option_reference
 from prefray.engine.config.rules import render
-from prefray.engine.config.schema import (
-    OPEN_MAPS,
-    PROMPT_PATH,
-    REQUIRED,
-    ROLE_OPTION,
-    SECTIONS,
-    TopConfig,
-    default_of,
-    inferred_rule,
-    rule_of,
-)
+from prefray.engine.config.schema import REQUIRED, SECTIONS, TopConfig, default_of, rule_of
 
 
 def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
@@ -41,57 +31,62 @@ def fixed_rows() -> Iterator[tuple[str, str, str, str]]:
         yield from _fields(name, cls)
 
 
-def _fields(prefix: str, cls: type) -> Iterator[tuple[str, str, str, str]]:
+def _fields(prefix: str, cls: type, values: object = None) -> Iterator[tuple[str, str, str, str]]:
+    """(key, allowed, default, meaning) of every key of `cls`; the default shown is the value in
+    `values` (an instance of `cls`) when given."""
     for f in dataclasses.fields(cls):
+        given = getattr(values, f.name) if values is not None else None
         if "section" in f.metadata:
-            yield from _fields(f"{prefix}.{f.name}", f.metadata["section"])
-            continue
-        default = default_of(f)
-        shown = "required" if default is REQUIRED else "{}" if default == {} else render(default)
-        yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
+            yield from _fields(f"{prefix}.{f.name}", f.metadata["section"], given)
+        elif "section_map" in f.metadata:
+            yield from _fields(f"{prefix}.{f.name}.NAME", f.metadata["section_map"])
+        elif f.metadata.get("each") is not None:
+            yield f"{prefix}.{f.name}.NAME", f.metadata["each"].describe(), "null", f.metadata["doc"]
+        elif (prefix, f.name) not in _NOT_SHOWN:
+            shown = _shown(default_of(f) if values is None else given)
+            yield f"{prefix}.{f.name}", rule_of(f).describe(), shown, f.metadata["doc"]
+
+
+# what the option is, not a setting: its name (`benchmark=NAME`, `condition=NAME`) and where its code is
+_NOT_SHOWN = {("benchmark", "name"), ("benchmark", "impl"), ("condition", "name")}
+
+
+def _shown(default: object) -> str:
+    if default is REQUIRED:
+        return "required"
+    if isinstance(default, dict):
+        return "{}" if not default else "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in default.items()) + "}"
+    if isinstance(default, list):
+        if len(default) > 4 or any(isinstance(v, dict) for v in default):
+            return f"[{len(default)} entries]"
+        return "[" + ", ".join(map(render, default)) + "]"
+    return render(default)
 
 
 def option_rows(group: str) -> Iterator[tuple[str, str, str, str]]:
-    """Keys of every option of a group, merged across options (defaults listed per option): the
-    built-in benchmarks' configs, or their conditions (a plugin documents its own keys)."""
+    """Keys of every built-in benchmark's settings (group `benchmark`, with the values its config
+    file sets) or of its conditions (group `condition`), merged across benchmarks (listed per
+    benchmark where they differ; a plugin documents its own keys)."""
     from prefray.app import catalog
 
-    merged: dict[str, tuple[str, dict[str, str]]] = {}
-    builtin = catalog.names(builtin_only=True)
-    options = sorted({(b if group == "benchmark" else c, b) for b in builtin
-                      for c in ([b] if group == "benchmark" else catalog.conditions(b)[0])})
-    for option, benchmark in options:
-        for key, allowed, default in _walk(group, option_reference(group, benchmark, option)):
-            entry = merged.setdefault(key, (allowed, {}))
-            entry[1].setdefault(option, default)
-    for key, (allowed, defaults) in merged.items():
-        values = set(defaults.values())
-        if len(values) == 1:
-            shown = values.pop()
-        elif len(values) == len(defaults) > 2:
-            shown = "differs per option"
-        else:
-            shown = "; ".join(f"{o}: {v}" for o, v in defaults.items())
-        yield key, allowed, shown, "in " + ", ".join(defaults)
+    merged: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {}
+    for name in catalog.names(builtin_only=True):
+        loaded = catalog.load(name)
+        rows = (_fields(group, loaded.settings_type, loaded.settings_of(catalog.benchmark_config(name)))
+                if group == "benchmark" else _fields(group, loaded.condition_type))
+        for key, allowed, default, doc in rows:
+            entry = merged.setdefault(key, (doc, {}, {}))
+            entry[1].setdefault(name, allowed)
+            entry[2].setdefault(name, default)
+    for key, (doc, allowed, defaults) in merged.items():
+        yield key, _per_benchmark(allowed), _per_benchmark(defaults), f"{doc} (in {', '.join(defaults)})"
 
 
-def _walk(prefix: str, reference: dict) -> Iterator[tuple[str, str, str]]:
-    for name, ref in reference.items():
-        key = f"{prefix}.{name}"
-        if name == "prompts":
-            yield f"{key}.NAME", PROMPT_PATH.describe(), "null"
-        elif name == "roles" and isinstance(ref, dict):
-            for role, value in ref.items():
-                yield f"{key}.{role}", ROLE_OPTION.describe(), render(value)
-        elif isinstance(ref, dict) and ref and name not in OPEN_MAPS:
-            yield from _walk(key, ref)
-        elif isinstance(ref, dict):
-            yield key, OPEN_MAPS.get(name, inferred_rule(name, ref)).describe(), "{}" if not ref else "..."
-        elif isinstance(ref, list):
-            yield key, inferred_rule(name, ref).describe(), "[...]" if any(isinstance(v, dict) for v in ref) \
-                else "[" + ", ".join(render(v) for v in ref) + "]"
-        else:
-            yield key, inferred_rule(name, ref).describe(), render(ref)
+def _per_benchmark(values: dict[str, str]) -> str:
+    distinct = set(values.values())
+    if len(distinct) == 1:
+        return distinct.pop()
+    return "; ".join(f"{name}: {value}" for name, value in values.items())
 
 
 def _cell(text: str) -> str:

@@ -14,15 +14,13 @@ from prefray.app.provider_params import SDK_CALL, accepted, unknown_params
 from prefray.engine.config.rules import Rule, render
 from prefray.engine.config.schema import (
     NAMED_RULES,
-    OPEN_MAPS,
     OPTION_SECTIONS,
-    PROMPT_PATH,
-    ROLE_OPTION,
+    REQUIRED,
     SECTIONS,
     ModelSpec,
     TopConfig,
+    default_of,
     fields_of,
-    inferred_rule,
     rule_of,
 )
 
@@ -43,8 +41,10 @@ def check_value(key: str, value: Any, rule: Rule, out: list[str]) -> None:
         out.append(bad(key, value, rule))
 
 
-def check_dataclass(prefix: str, values: Any, cls: type, out: list[str]) -> None:
-    """A fixed section (run, model, judge): no unknown keys, every value within its rule."""
+def check_dataclass(prefix: str, values: Any, cls: type, out: list[str], required: bool = False) -> None:
+    """A section against its dataclass (run, model, judge, a benchmark's settings or condition): no
+    unknown keys, every value within its rule, nested sections key by key; with `required`, a key
+    without a default must be given."""
     if not isinstance(values, dict):
         out.append(f"{prefix}={render(values)}: allowed is a mapping of {prefix}.* keys")
         return
@@ -53,14 +53,32 @@ def check_dataclass(prefix: str, values: Any, cls: type, out: list[str]) -> None
         if name not in fields:
             out.append(unknown(f"{prefix}.{name}", value, list(fields)))
             continue
-        check_value(f"{prefix}.{name}", value, rule_of(fields[name]), out)
-        nested = fields[name].metadata.get("section")
-        if nested is not None and isinstance(value, dict):
-            check_dataclass(f"{prefix}.{name}", value, nested, out)
-        if name == "params" and isinstance(value, dict):
-            check_open(f"{prefix}.params", value, out)
+        check_field(f"{prefix}.{name}", value, fields[name], out, required)
+    if required:
+        out += [f"{prefix}.{name}: missing; a value is required ({rule_of(f).describe()})"
+                for name, f in fields.items() if name not in values and f.metadata.get("in_files", True)
+                and default_of(f) is REQUIRED]
     if cls is ModelSpec:
         check_model(prefix, values, out)
+
+
+def check_field(full: str, value: Any, f: Any, out: list[str], required: bool) -> None:
+    """One key of a section: its rule, then what it holds (a nested section, a map of sections, the
+    values of a mapping, request parameters)."""
+    before = len(out)
+    check_value(full, value, rule_of(f), out)
+    if len(out) > before or not isinstance(value, dict):
+        return
+    if "section" in f.metadata:
+        check_dataclass(full, value, f.metadata["section"], out, required)
+    elif "section_map" in f.metadata:
+        for name, inner in value.items():
+            check_dataclass(f"{full}.{name}", inner, f.metadata["section_map"], out, required)
+    elif f.metadata.get("each") is not None:
+        for name, inner in value.items():
+            check_value(f"{full}.{name}", inner, f.metadata["each"], out)
+    if f.name == "params" or f.metadata.get("open"):
+        check_open(full, value, out)
 
 
 def check_model(prefix: str, values: dict, out: list[str]) -> None:
@@ -96,56 +114,48 @@ def _shown(value: Any) -> str:
     return "..." if isinstance(value, (dict, list)) else render(value)
 
 
-def check_option(prefix: str, values: Any, reference: dict, out: list[str]) -> None:
-    """A benchmark/condition section against its option file: same keys, same types."""
-    if not isinstance(values, dict):
-        out.append(f"{prefix}={render(values)}: allowed is a mapping")
-        return
-    for name, value in values.items():
-        full = f"{prefix}.{name}"
-        if name == "prompts":
-            check_value(full, value, OPEN_MAPS["prompts"], out)
-            for prompt, file in (value or {}).items() if isinstance(value, dict) else ():
-                check_value(f"{full}.{prompt}", file, PROMPT_PATH, out)
-            continue
-        if name not in reference:
-            out.append(unknown(full, value, list(reference)))
-            continue
-        ref = reference[name]
-        if name == "roles" and isinstance(ref, dict):
-            check_roles(full, value, ref, out)
-        elif isinstance(ref, dict) and ref:
-            check_option(full, value, ref, out)
-        elif isinstance(ref, dict) or name in OPEN_MAPS:
-            check_value(full, value, OPEN_MAPS.get(name, inferred_rule(name, ref)), out)
-            if isinstance(value, dict):
-                check_open(full, value, out)
-        else:
-            check_value(full, value, inferred_rule(name, ref), out)
-
-
-def check_roles(prefix: str, values: Any, reference: dict, out: list[str]) -> None:
-    if not isinstance(values, dict):
-        out.append(f"{prefix}={render(values)}: allowed is a mapping of role -> model option")
-        return
-    for role, option in values.items():
-        if role not in reference:
-            out.append(unknown(f"{prefix}.{role}", option, list(reference)))
-        else:
-            check_value(f"{prefix}.{role}", option, ROLE_OPTION, out)
-
-
-def option_reference(group: str, benchmark: Any, condition: Any = None) -> dict:
-    """The option file a benchmark or condition section is checked against ({} when there is none):
-    the installed benchmark's config, or one of its conditions (app/catalog.py)."""
+def option_types(benchmark: str) -> tuple[type, type] | str:
+    """The settings and condition types the installed benchmark declares, or why they cannot be read."""
     from prefray.app import catalog
 
     try:
+        loaded = catalog.load(benchmark)
+    except catalog.UnknownBenchmark as exc:
+        return str(exc)
+    except (ImportError, AttributeError) as exc:
+        return f"benchmark={benchmark}: cannot load '{catalog.find(benchmark).impl}': {exc}"
+    return loaded.settings_type, loaded.condition_type
+
+
+def origin(group: str, section: Any, names: dict[str, Any], problem: str) -> str:
+    """A benchmark or condition problem with the option it is about and where its value was set: the
+    option file (when the value there is the one refused), an override, or nowhere (a missing key)."""
+    from prefray.app import catalog
+
+    benchmark, condition = str(names["benchmark"]), str(names["condition"])
+    found = catalog.find(benchmark)
+    option = f"benchmark={benchmark}" + (f" condition={condition}" if group == "condition" else "")
+    try:
         if group == "benchmark":
-            return catalog.benchmark_config(str(benchmark))
-        return catalog.condition_config(str(benchmark), str(condition))
-    except catalog.UnknownBenchmark:
-        return {}
+            file, written = found.config_file, catalog.benchmark_config(benchmark)
+        else:
+            file, written = found.condition_file(condition), catalog.condition_config(benchmark, condition)
+    except catalog.UnknownBenchmark:   # no such option file: the problem is said without its source
+        return f"{problem} ({option})"
+    path = problem.split(": ", 1)[0].split("=", 1)[0].split(".")[1:]
+    given, written = _at(section, path), _at(written, path)
+    source = (f"not set in {file}" if given is _ABSENT else f"set in {file}" if written == given
+              else "set by an override")
+    return f"{problem} ({option}: {source})"
+
+
+_ABSENT = object()
+
+
+def _at(values: Any, path: list[str]) -> Any:
+    for part in path:
+        values = values.get(part, _ABSENT) if isinstance(values, dict) else _ABSENT
+    return values
 
 
 def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
@@ -161,14 +171,13 @@ def config_problems(cfg: dict[str, Any], conf: Path) -> list[str]:
             continue  # no judge named: each benchmark is judged by its paper's judge (config.yaml)
         check_dataclass(section, cfg.get(section), cls, out)
     names = {group: (v.get("name") if isinstance(v := cfg.get(group), dict) else None) for group in OPTION_SECTIONS}
-    from prefray.app import catalog
-
-    try:
-        catalog.find(str(names["benchmark"]))
-    except catalog.UnknownBenchmark as exc:
-        return [*out, str(exc)]  # its keys cannot be checked against a config that is not installed
-    for group in OPTION_SECTIONS:
-        check_option(group, cfg.get(group), option_reference(group, names["benchmark"], names["condition"]), out)
+    types = option_types(str(names["benchmark"]))
+    if isinstance(types, str):
+        return [*out, types]  # its keys cannot be checked against a benchmark that cannot be loaded
+    for group, cls in zip(OPTION_SECTIONS, types):
+        found: list[str] = []
+        check_dataclass(group, cfg.get(group), cls, found, required=True)
+        out += [origin(group, cfg.get(group), names, problem) for problem in found]
     return out
 
 

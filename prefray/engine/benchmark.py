@@ -9,12 +9,13 @@ benchmark author needs, and `prefray.sdk.RubricBenchmark` is the common shape in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings, build
 from prefray.engine.hooks import Combined, Comparison, FigureSpec, PaperTable
 from prefray.engine.types import ModelSpec, WorkUnit
 
@@ -38,8 +39,8 @@ class Job:
     condition: str
     model: ModelSpec
     roles: dict[str, ModelSpec]
-    settings: dict[str, Any]            # the benchmark's config, resolved
-    condition_settings: dict[str, Any]  # the condition's config, resolved
+    settings: BenchmarkSettings            # the benchmark's config, as its `settings_type`
+    condition_settings: ConditionSettings  # the condition's config, as its `condition_type`
     limit: int | None = None
     seed: int = 0
 
@@ -107,6 +108,12 @@ class Benchmark:
     `figures` and `judgecheck` submodules); the engine reads them from the object and nowhere else."""
 
     name: str = ""
+    # The keys of its config (`<name>.yaml`, `benchmark.KEY=VALUE`) and of its conditions'
+    # (`conditions/<condition>.yaml`): subclasses of the two with the benchmark's own keys, each with
+    # its rule and default (prefray.sdk.settings). A composed config is built into them before
+    # anything starts; an unknown key, a missing one or a value its rule refuses stops the launch.
+    settings_type: type[BenchmarkSettings] = BenchmarkSettings
+    condition_type: type[ConditionSettings] = ConditionSettings
     # Paired differences with bootstrap intervals (deltas.csv), e.g. Comparison("condition", "a", "b");
     # every pair of judges is compared as well.
     comparisons: Sequence[Comparison] = ()
@@ -124,6 +131,15 @@ class Benchmark:
     # table with the same name declared by several benchmarks of a run is written once.
     paper_tables: Sequence[PaperTable] = ()
 
+    def settings_of(self, values: Mapping[str, Any]) -> BenchmarkSettings:
+        """A `benchmark` config section (already checked) as this benchmark's `settings_type`; a key it
+        leaves out takes its default (`name`: this benchmark's)."""
+        return build(self.settings_type, {"name": self.name, **values})
+
+    def condition_of(self, values: Mapping[str, Any]) -> ConditionSettings:
+        """A `condition` config section (already checked) as this benchmark's `condition_type`."""
+        return build(self.condition_type, dict(values))
+
     def load(self, job: Job) -> Sequence[Any]:
         """Read and validate the job's dataset (first `job.limit` instances); raise DataError.
         Each instance has an `instance_id`."""
@@ -133,12 +149,12 @@ class Benchmark:
         """The job's stages, in the order they run."""
         raise NotImplementedError(f"{type(self).__name__}.stages")
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def metrics(self, rows: pa.Table, settings: BenchmarkSettings) -> pa.Table:
         """Long-format metrics (METRIC_SCHEMA) from the best attempt of every stored row of this
         benchmark (`metric_rows` builds the table from dicts)."""
         raise NotImplementedError(f"{type(self).__name__}.metrics")
 
-    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def unit_scores(self, rows: pa.Table, settings: BenchmarkSettings) -> pa.Table:
         """One row per scored unit (UNIT_SCORE_SCHEMA) from the best attempt of every stored row:
         `value` is the unit's score whose mean over a cell is the metric's value, `cluster` the
         benchmark's independent unit (e.g. a profile or a persona). A unit without a score (excluded)

@@ -11,18 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+
+from prefray.engine.config.schema import BenchmarkSettings
 
 
 class PromptError(ValueError):
     """A prompt override that cannot be used (names the key and the path)."""
 
 
-def prompt_overrides(settings: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (settings or {}).get("prompts") or {}
+def prompt_overrides(settings: BenchmarkSettings | None) -> Mapping[str, str | None]:
+    """The `benchmark.prompts` of a job's settings (none: no override)."""
+    return settings.prompts if settings is not None else {}
 
 
-def prompt_path(folder: Path, name: str, settings: Mapping[str, Any] | None = None) -> Path:
+def prompt_path(folder: Path, name: str, settings: BenchmarkSettings | None = None) -> Path:
     """The file a stage's prompt `name` is read from: the override if one is set, else the default."""
     override = prompt_overrides(settings).get(name)
     if override in (None, ""):
@@ -33,7 +35,7 @@ def prompt_path(folder: Path, name: str, settings: Mapping[str, Any] | None = No
     return path
 
 
-def read_prompt(folder: Path, name: str, settings: Mapping[str, Any] | None = None) -> str:
+def read_prompt(folder: Path, name: str, settings: BenchmarkSettings | None = None) -> str:
     """The text of prompt `name` (see `prompt_path`)."""
     path = prompt_path(folder, name, settings)
     return _text((str(path), path.stat().st_mtime_ns))
@@ -50,7 +52,7 @@ def _text(version: tuple[str, int]) -> str:
     return Path(version[0]).read_text(encoding="utf-8")
 
 
-def check_prompt_overrides(folder: Path, settings: Mapping[str, Any] | None) -> list[str]:
+def check_prompt_overrides(folder: Path, settings: BenchmarkSettings | None) -> list[str]:
     """Problems with `benchmark.prompts.*` overrides: unknown names or missing files (empty = fine)."""
     problems = []
     for name, value in prompt_overrides(settings).items():

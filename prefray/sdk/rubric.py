@@ -5,6 +5,8 @@ A subclass gives a dataset loader (`items`, e.g. with `read_items`), two prompt 
 `prompts` folder (`answer.txt`: the question; `judge.txt`: the rubric, with `{answer}`), a parser
 of the judge's answer (`parse`: text → score, or ParseError) and its metric's name (`metric`).
 Placeholders in a prompt are the item's fields, the condition's keys and (judge) `{answer}`.
+Its config's keys are `RubricSettings` (samples, generation, judge_params, prompts); a benchmark
+whose conditions carry keys declares them in a `ConditionSettings` subclass (`condition_type`).
 Optional: `judge_schema` (the JSON schema the judge answers in), `conversation` (the turns the
 model answers, e.g. earlier turns a condition adds), `model_failure_score`.
 
@@ -18,7 +20,7 @@ of the mean and counted in `excluded`. Rows `failures_model`, `failures_judge` a
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import pyarrow as pa
 from prefray.engine.benchmark import (
     UNIT_SCORE_SCHEMA,
     Benchmark,
+    BenchmarkSettings,
     DataError,
     Job,
     Stage,
@@ -34,6 +37,7 @@ from prefray.engine.benchmark import (
     metric_rows,
     parsed,
 )
+from prefray.engine.config.schema import params_key
 from prefray.engine.datafiles import read_records
 from prefray.engine.failures import failure_classes
 from prefray.engine.prompts import check_prompt_overrides, read_prompt
@@ -73,9 +77,18 @@ def assistant(text: str) -> dict[str, str]:
     return {"role": "assistant", "content": text}
 
 
+@dataclass(frozen=True)
+class RubricSettings(BenchmarkSettings):
+    """The config keys of a rubric benchmark: the answer's and the judge's request parameters."""
+
+    generation: dict[str, Any] = params_key({}, "request parameters of the answers")
+    judge_params: dict[str, Any] = params_key({}, "request parameters of the judge")
+
+
 class RubricBenchmark(Benchmark):
     """Answer → judge on a rubric → mean. See the module docstring for what a subclass gives."""
 
+    settings_type: type[RubricSettings] = RubricSettings
     prompts: Path = Path()       # the folder with answer.txt and judge.txt
     metric: str = "score"
     judge_schema: dict[str, Any] | None = None
@@ -94,7 +107,7 @@ class RubricBenchmark(Benchmark):
         fields, the condition's keys and `extra`."""
         text = read_prompt(self.prompts, name, job.settings)
         try:
-            return text.format(**{**job.condition_settings, **item.fields, **extra})
+            return text.format(**{**asdict(job.condition_settings), **item.fields, **extra})
         except KeyError as exc:
             raise DataError(f"prompt '{name}': placeholder {exc} is no field of item {item.instance_id}, "
                             "no key of the condition and not given") from None
@@ -122,15 +135,17 @@ class RubricBenchmark(Benchmark):
                 Stage(JUDGE, self._judgements, role="judge", parse=self.parse, inputs=(ANSWER,), per_unit=True)]
 
     def _answers(self, ctx: StageContext) -> Iterator[WorkUnit]:
-        params = dict(ctx.job.settings.get("generation") or {})
+        settings: RubricSettings = ctx.job.settings
+        params = dict(settings.generation)
         for item in ctx.instances:
             messages = tuple(self.conversation(item, ctx.job))
-            for sample in range(int(ctx.job.settings.get("samples", 1))):
+            for sample in range(settings.samples):
                 request = ChatRequest(messages=messages, params=params, seed=ctx.job.seed + sample)
                 yield WorkUnit(item.instance_id, request, sample=sample)
 
     def _judgements(self, ctx: StageContext) -> Iterator[WorkUnit]:
-        params = dict(ctx.job.settings.get("judge_params") or {})
+        settings: RubricSettings = ctx.job.settings
+        params = dict(settings.judge_params)
         for row, item in ctx.answered(ANSWER):
             messages = tuple(self.judge_conversation(item, row["text"] or "", ctx.job))
             request = ChatRequest(messages=messages, params=params, json_schema=self.judge_schema, seed=ctx.job.seed)
@@ -173,7 +188,7 @@ class RubricBenchmark(Benchmark):
                 cells[(model, condition, judge)] = {"scores": scores, "tally": tally}
         return cells
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def metrics(self, rows: pa.Table, settings: BenchmarkSettings) -> pa.Table:
         out = []
         for (model, condition, judge), cell in sorted(self._units(rows).items()):
             key = {"benchmark": self.name, "model": model, "condition": condition, "judge": judge}
@@ -188,7 +203,7 @@ class RubricBenchmark(Benchmark):
                             "excluded": 0 if kind == "model_failure" else count})
         return metric_rows(out)
 
-    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def unit_scores(self, rows: pa.Table, settings: BenchmarkSettings) -> pa.Table:
         out = [{"benchmark": self.name, "model": model, "condition": condition, "judge": judge,
                 "metric": self.metric, "cluster": instance_id, "value": score}
                for (model, condition, judge), cell in sorted(self._units(rows).items())

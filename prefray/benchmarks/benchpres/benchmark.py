@@ -7,7 +7,7 @@ Paper: BenchPreS (arXiv 2603.16557). Run:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from prefray.benchmarks.benchpres.scoring import (
     parse_score,
     parse_verdict,
 )
+from prefray.benchmarks.benchpres.settings import BenchPresCondition, BenchPresSettings
 from prefray.benchmarks.benchpres.tables import (
     completeness_scores,
     decisions,
@@ -62,13 +63,13 @@ def profile_prefixes(instances: Sequence[Any]) -> dict[str, int]:
 
 
 def judge_messages(preference: str, response: str,
-                   settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
+                   settings: BenchPresSettings | None = None) -> tuple[dict[str, str], ...]:
     """The preference judge's request: is this one preference reflected in the response?"""
     return ({"role": "user", "content": fill("judge", settings, preference=preference, response=response)},)
 
 
 def completeness_messages(recipient: str, task: str, response: str,
-                          settings: Mapping[str, Any] | None = None) -> tuple[dict[str, str], ...]:
+                          settings: BenchPresSettings | None = None) -> tuple[dict[str, str], ...]:
     """The completeness judge's request: how well does the response do the task (1–5)?"""
     return ({"role": "user", "content": fill("completeness", settings, recipient=recipient, task=task,
                                              response=response)},)
@@ -98,6 +99,9 @@ def reasoning_figures() -> list[CellsSpec]:
 
 class BenchPreS(Benchmark):
     name = "benchpres"
+    # its config's keys (benchpres.yaml) and its conditions' (conditions/*.yaml): settings.py
+    settings_type = BenchPresSettings
+    condition_type = BenchPresCondition
     # `prefray judge-check benchmark=benchpres`: the preference judge against people (judge_check.py)
     judge_check = PREFERENCE_JUDGE_CHECK
     # `prefray report`: Table 1 (paper_tables.py)
@@ -121,8 +125,8 @@ class BenchPreS(Benchmark):
         if problems:
             raise DataError("; ".join(problems))
         memory_layout(job.settings)
-        instances = load_instances(job.settings.get("data") or {}, job.limit, job.settings)
-        return apply_condition(instances, job.condition_settings or {}, job.settings)
+        instances = load_instances(job.settings.data, job.limit, job.settings)
+        return apply_condition(instances, job.condition_settings, job.settings)
 
     def stages(self, job: Job) -> list[Stage]:
         return [
@@ -137,12 +141,12 @@ class BenchPreS(Benchmark):
     def _generation_units(self, ctx: StageContext) -> Iterator[WorkUnit]:
         """Yielded one by one (the runner takes them as it sends); an instance's samples share
         its message and meta."""
-        params = dict(ctx.job.settings.get("generation", {}))
+        params = dict(ctx.job.settings.generation)
         shared = profile_prefixes(ctx.instances)
         for inst in by_profile(ctx.instances):   # a profile's calls together, within the cache's lifetime
             messages = ({"role": "user", "content": inst.prompt},)
             meta = _generation_meta(inst)
-            for sample in range(int(ctx.job.settings.get("samples", 1))):
+            for sample in range(ctx.job.settings.samples):
                 request = ChatRequest(messages=messages, params=params, seed=ctx.job.seed + sample,
                                       cache_prefix=shared[inst.name])
                 yield WorkUnit(inst.instance_id, request, sample=sample, meta=meta)
@@ -151,7 +155,7 @@ class BenchPreS(Benchmark):
         """One verdict per (answered response, non-nickname preference). An answered response is
         sent as given, even when it is empty or was cut at the token limit (the verdict is kept for
         the record; MR and AAR leave such a reply's decisions out and count them, tables.py)."""
-        params = dict(ctx.job.settings.get("judge_params", {}))
+        params = dict(ctx.job.settings.judge_params)
         units = []
         for row, inst in ctx.answered("generate"):
             for index, pref in enumerate(inst.preferences):
@@ -164,7 +168,7 @@ class BenchPreS(Benchmark):
         return units
 
     def _completeness_units(self, ctx: StageContext) -> list[WorkUnit]:
-        params = dict(ctx.job.settings.get("judge_params", {}))
+        params = dict(ctx.job.settings.judge_params)
         units = []
         for row, inst in ctx.answered("generate"):
             messages = completeness_messages(inst.recipient, inst.task, row["text"] or "", ctx.job.settings)
@@ -177,12 +181,12 @@ class BenchPreS(Benchmark):
         and the reply's emptiness were recorded) are read again from their text."""
         return stored_decision_missing(rows)
 
-    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def unit_scores(self, rows: pa.Table, settings: BenchPresSettings) -> pa.Table:
         """Per-unit MR/AAR decisions and completeness scores, clustered by profile (for CIs)."""
         return unit_score_table(decisions(rows), completeness_scores(rows), profiles_by_instance(rows))
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
-        baseline = str(settings.get("completeness_baseline") or "no_preferences")
+    def metrics(self, rows: pa.Table, settings: BenchPresSettings) -> pa.Table:
+        baseline = settings.completeness_baseline
         values = (benchpres_metrics(decisions(rows)) + completeness_metrics(completeness_scores(rows), baseline)
                   + failure_counts(rows) + unmapped_contexts(rows))
         return metric_rows([{"benchmark": self.name, **r} for r in values])

@@ -42,6 +42,7 @@ from prefray.benchmarks.benchpres.render import (
     task_template,
 )
 from prefray.benchmarks.benchpres.scoring import nickname_of
+from prefray.benchmarks.benchpres.settings import BenchPresSettings
 from prefray.sdk import DataError
 
 CONTEXTS_PATH = Path(__file__).parent / "sample" / "contexts.csv"
@@ -186,7 +187,7 @@ def check_preferences(entries: Any, where: str, aliases: dict[str, str]) -> list
 
 
 def cimemories_instances(profiles_path: str | None, preferences_path: str | None,
-                         settings: dict[str, Any] | None = None) -> list[Instance]:
+                         settings: BenchPresSettings | None = None) -> list[Instance]:
     if not profiles_path or not preferences_path:
         raise DataError("benchmark.data: the cimemories source needs data.path (profile JSON) and "
                         "data.preferences (YAML/JSON preference file)")

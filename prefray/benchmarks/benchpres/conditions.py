@@ -13,17 +13,16 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from prefray.benchmarks.benchpres.data import Instance
 from prefray.benchmarks.benchpres.render import memory_item_template, one_line
+from prefray.benchmarks.benchpres.settings import MEMORY_MODES, BenchPresCondition, BenchPresSettings
 from prefray.sdk import DataError
 from prefray.sdk.prompts import read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
 _MEMORY_BLOCK = re.compile(r"<memory>(.*?)</memory>", re.DOTALL)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*")
-MEMORY_MODES = ("full", "without_preferences")
 
 
 def item_pattern(item: str) -> re.Pattern | None:
@@ -63,20 +62,19 @@ def without_preferences(prompt: str, statements: list[str], where: str, item: re
     return prompt[:start] + "\n".join(kept) + prompt[end:]
 
 
-def with_instruction(prompt: str, name: str, benchmark_settings: dict[str, Any] | None = None) -> str:
+def with_instruction(prompt: str, name: str, benchmark_settings: BenchPresSettings | None = None) -> str:
     if not (PROMPTS / f"{name}.txt").exists():
         raise DataError(f"condition.instruction: no prompt file {PROMPTS / f'{name}.txt'}")
     text = read_prompt(PROMPTS, name, benchmark_settings)
     return prompt.rstrip("\n") + "\n\n" + text.strip() + "\n"
 
 
-def apply_condition(instances: list[Instance], settings: dict[str, Any],
-                    benchmark_settings: dict[str, Any] | None = None) -> list[Instance]:
+def apply_condition(instances: list[Instance], condition: BenchPresCondition,
+                    benchmark_settings: BenchPresSettings | None = None) -> list[Instance]:
     """Each instance with its prompt as the condition wants it (default: unchanged)."""
-    memory = settings.get("memory") or "full"
+    memory, instruction = condition.memory, condition.instruction
     if memory not in MEMORY_MODES:
         raise DataError(f"condition.memory: unknown value {memory!r} ({' | '.join(MEMORY_MODES)})")
-    instruction = settings.get("instruction")
     item = item_pattern(memory_item_template(benchmark_settings)) if memory == "without_preferences" else None
     out = []
     for inst in instances:

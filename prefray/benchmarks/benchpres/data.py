@@ -17,6 +17,7 @@ from typing import Any
 
 from prefray.benchmarks.benchpres.categories import CATEGORIES, derive_categories
 from prefray.benchmarks.benchpres.scoring import nickname_of
+from prefray.benchmarks.benchpres.settings import BenchPresData, BenchPresSettings
 from prefray.sdk import DataError
 from prefray.sdk.data import read_hub_split, read_records
 
@@ -122,7 +123,7 @@ def hub_instances(records: list[dict[str, Any]], origin: str) -> list[Instance]:
     return instances
 
 
-def sample_instances(settings: dict[str, Any] | None) -> list[Instance]:
+def sample_instances(settings: BenchPresSettings | None) -> list[Instance]:
     from prefray.benchmarks.benchpres.render import memory_layout
     from prefray.benchmarks.benchpres.sample.build import BuildError, sample_rows
 
@@ -133,10 +134,10 @@ def sample_instances(settings: dict[str, Any] | None) -> list[Instance]:
     return hub_instances(rows, str(PROFILES_PATH))
 
 
-def load_instances(data: dict[str, Any], limit: int | None, settings: dict[str, Any] | None = None) -> list[Instance]:
+def load_instances(data: BenchPresData, limit: int | None, settings: BenchPresSettings | None = None) -> list[Instance]:
     """The instances named by a benchmark's `data` settings, validated, first `limit` of them.
     `settings` (the benchmark config) gives the memory layout and prompt overrides."""
-    source, path = str(data.get("source") or "sample"), data.get("path")
+    source, path = data.source, data.path
     if source == "sample":
         instances = sample_instances(settings)
     elif source == "hub":
@@ -146,9 +147,9 @@ def load_instances(data: dict[str, Any], limit: int | None, settings: dict[str, 
     elif source == "cimemories":
         from prefray.benchmarks.benchpres.cimemories import cimemories_instances
 
-        instances = cimemories_instances(path, data.get("preferences"), settings)
+        instances = cimemories_instances(path, data.preferences, settings)
     elif "/" in source:
-        split = str(data.get("split") or "test")
+        split = data.split
         instances = hub_instances(read_hub_split(source, split, "benchmark.data.source"), f"{source}[{split}]")
     else:
         raise DataError(f"benchmark.data.source: unknown source '{source}' (sample | hub | cimemories | owner/name)")

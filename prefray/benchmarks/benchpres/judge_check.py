@@ -42,7 +42,7 @@ class PreferenceJudgeCheck:
     def _units(ctx: StageContext) -> list[WorkUnit]:
         from prefray.benchmarks.benchpres.benchmark import judge_messages  # the benchmark's own request
 
-        params = dict(ctx.job.settings.get("judge_params", {}))
+        params = dict(ctx.job.settings.judge_params)
         units = []
         for group in ctx.instances:
             (item,) = group.items

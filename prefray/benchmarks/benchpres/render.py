@@ -19,26 +19,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from prefray.benchmarks.benchpres.settings import MEMORY_LAYOUTS, BenchPresSettings
 from prefray.benchmarks.benchpres.templates import fill_text
 from prefray.sdk import DataError
 from prefray.sdk.prompts import read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
-MEMORY_LAYOUTS = ("knowledge", "tagged")
 DEFAULT_LAYOUT = "knowledge"
 # Preference i goes right after memory statement number EVERY * (i + 1).
 EVERY = 5
 _LINE_BREAK = re.compile(r"([,;:.!?])?[ \t]*(?:\r\n|\r|\n)+\s*")
 
 
-def memory_layout(settings: Mapping[str, Any] | None) -> str:
-    layout = str((settings or {}).get("memory_layout") or DEFAULT_LAYOUT)
+def memory_layout(settings: BenchPresSettings | None) -> str:
+    layout = settings.memory_layout if settings is not None else DEFAULT_LAYOUT
     if layout not in MEMORY_LAYOUTS:
         raise DataError(f"benchmark.memory_layout: unknown value {layout!r} ({' | '.join(MEMORY_LAYOUTS)})")
     return layout
 
 
-def task_template(layout: str, settings: Mapping[str, Any] | None = None) -> str:
+def task_template(layout: str, settings: BenchPresSettings | None = None) -> str:
     """The task prompt of a layout (prompts/task_<layout>.txt, or its `benchmark.prompts` override)."""
     return read_prompt(PROMPTS, f"task_{layout}", settings)
 
@@ -76,7 +76,7 @@ def bio_statements(bio: Mapping[str, Any], layout: str) -> list[str]:
     return lines
 
 
-def memory_item_template(settings: Mapping[str, Any] | None = None) -> str:
+def memory_item_template(settings: BenchPresSettings | None = None) -> str:
     """One memory item (prompts/memory_item.txt, or its `benchmark.prompts` override), without the
     file's final line break."""
     text = read_prompt(PROMPTS, "memory_item", settings)

@@ -13,10 +13,9 @@ file and the placeholder, raised by `load` before any call is made.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from prefray.benchmarks.benchpres.settings import BenchPresSettings
 from prefray.sdk.prompts import prompt_overrides, prompt_path, read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -50,7 +49,7 @@ def placeholders(text: str) -> set[str]:
     return names
 
 
-def fill(name: str, settings: Mapping[str, Any] | None, **values: str) -> str:
+def fill(name: str, settings: BenchPresSettings | None, **values: str) -> str:
     """Prompt file `name` (or its override) with its placeholders filled."""
     return fill_text(read_prompt(PROMPTS, name, settings), **values)
 
@@ -61,7 +60,7 @@ def fill_text(text: str, **values: str) -> str:
     return text.format_map(values)
 
 
-def template_problems(settings: Mapping[str, Any] | None, used: tuple[str, ...] = tuple(PLACEHOLDERS)) -> list[str]:
+def template_problems(settings: BenchPresSettings | None, used: tuple[str, ...] = tuple(PLACEHOLDERS)) -> list[str]:
     """One line per problem with the templates in `used` (the run's own files or their overrides)."""
     problems = []
     overrides = prompt_overrides(settings)

@@ -47,6 +47,7 @@ from prefray.benchmarks.cupid.scoring import (
     parse_preference,
     parse_score,
 )
+from prefray.benchmarks.cupid.settings import HISTORIES, TASKS, CupidCondition, CupidSettings
 from prefray.benchmarks.cupid.units import cupid_unit_scores
 from prefray.sdk import (
     Benchmark,
@@ -65,8 +66,6 @@ from prefray.sdk.failures import is_model_failure
 from prefray.sdk.figures import MetricsSpec
 from prefray.sdk.prompts import cache_through
 
-HISTORIES = ("all", "oracle", "none")
-TASKS = ("inference", "generation")
 # A well-formed inference answer for cost estimates (simulated answers rarely carry the section).
 EXAMPLE_INFERENCE = ("The user asked for tables twice in this kind of work.\n"
                      "<preference>The user wants the answer shaped to the situation this request comes from."
@@ -75,9 +74,9 @@ EXAMPLE_INFERENCE = ("The user asked for tables twice in this kind of work.\n"
 __all__ = ["Cupid", "infer_messages", "render_log", "render_session", "summarize_messages"]
 
 
-def history(inst: Instance, condition: dict[str, Any]) -> tuple[int, ...]:
+def history(inst: Instance, condition: CupidCondition) -> tuple[int, ...]:
     """Indices of the prior sessions a condition shows: all 8, the oracle ones, or none."""
-    mode = condition.get("history", "all")
+    mode = condition.history
     if mode == "oracle":
         return oracle_indices(inst)
     return tuple(range(len(inst.sessions))) if mode == "all" else ()
@@ -91,6 +90,9 @@ def parse_summary(text: str) -> dict[str, str]:
 # -- the benchmark ---------------------------------------------------------------------------
 class Cupid(Benchmark):
     name = "cupid"
+    # its config's keys (cupid.yaml) and its conditions' (conditions/*.yaml): settings.py
+    settings_type = CupidSettings
+    condition_type = CupidCondition
     # Paired differences on the same personas: what the oracle sessions and the summary change.
     comparisons = [Comparison("condition", "oracle", "full"), Comparison("condition", "summary", "full"),
                    Comparison("condition", "oracle_preference", "oracle")]
@@ -107,15 +109,14 @@ class Cupid(Benchmark):
     paper_tables = PAPER_TABLES
 
     def load(self, job: Job) -> Sequence[Instance]:
-        mode, tasks = job.condition_settings.get("history", "all"), self._tasks(job)
+        mode, tasks = job.condition_settings.history, self._tasks(job)
         if mode not in HISTORIES or not tasks or set(tasks) - set(TASKS):
             raise DataError(f"condition={job.condition}: history must be one of {HISTORIES} and tasks a "
                             f"non-empty subset of {TASKS}")
         problems = check_prompts(job.settings)
-        data = job.settings.get("data", {})
+        data = job.settings.data
         try:
-            instances = load_instances(data.get("source", "sample"), data.get("path"), job.limit,
-                                       data.get("split", "test"))
+            instances = load_instances(data.source, data.path, job.limit, data.split)
         except DataError as exc:
             problems.append(str(exc))
         if problems:  # prompt and data problems together, so one run shows them all
@@ -124,13 +125,13 @@ class Cupid(Benchmark):
 
     @staticmethod
     def _tasks(job: Job) -> list[str]:
-        return list(job.condition_settings.get("tasks") or TASKS)
+        return list(job.condition_settings.tasks)
 
     def stages(self, job: Job) -> list[Stage]:
         """Each stage reads only the stages named in its `inputs` and streams per instance, so the
         generation chain runs beside the inference chain and a scorer call goes out as soon as the
         answer it scores is stored."""
-        summarize = bool(job.condition_settings.get("summarize"))
+        summarize = job.condition_settings.summarize
         history_from = ("summarize",) if summarize else ()
         out = []
         if summarize:
@@ -152,7 +153,7 @@ class Cupid(Benchmark):
 
     # subject stages
     def _summary_units(self, ctx: StageContext) -> list[WorkUnit]:
-        params = _params(ctx, "summary")
+        params = dict(ctx.job.settings.params.summary)
         units = []
         for inst in ctx.instances:
             for index in history(inst, ctx.job.condition_settings):
@@ -166,7 +167,7 @@ class Cupid(Benchmark):
         """The rendered log of every instance whose history is complete: every summary answered,
         or failed by the model itself (context overflow), which leaves that summary empty."""
         summaries: dict[tuple[str, str], str] = {}
-        summarize = ctx.job.condition_settings.get("summarize")
+        summarize = ctx.job.condition_settings.summarize
         if summarize:
             table = ctx.results.get("summarize")
             for r in table.to_pylist() if table is not None else []:
@@ -185,7 +186,7 @@ class Cupid(Benchmark):
         return logs
 
     def _infer_units(self, ctx: StageContext) -> list[WorkUnit]:
-        params, logs = _params(ctx, "inference"), self._logs(ctx)
+        params, logs = dict(ctx.job.settings.params.inference), self._logs(ctx)
         units = []
         for inst in ctx.instances:
             if inst.instance_id in logs:
@@ -196,8 +197,8 @@ class Cupid(Benchmark):
         return units
 
     def _generate_units(self, ctx: StageContext) -> list[WorkUnit]:
-        params = _params(ctx, "generation")
-        reveal = bool(ctx.job.condition_settings.get("reveal_preference"))
+        params = dict(ctx.job.settings.params.generation)
+        reveal = ctx.job.condition_settings.reveal_preference
         logs = {} if reveal else self._logs(ctx)
         units = []
         for inst in ctx.instances:
@@ -210,7 +211,7 @@ class Cupid(Benchmark):
 
     # scorer stages
     def _decompose_units(self, ctx: StageContext) -> list[WorkUnit]:
-        judge, params = _judge_name(ctx), _params(ctx, "decomposer")
+        judge, params = _judge_name(ctx), dict(ctx.job.settings.params.decomposer)
         return [WorkUnit(row["instance_id"],
                          ChatRequest(decompose_messages(parsed(row)["preference"], ctx.job.settings), params=params,
                                      json_schema=DECOMPOSE_SCHEMA, seed=ctx.job.seed),
@@ -232,7 +233,7 @@ class Cupid(Benchmark):
         return pairs
 
     def _match_units(self, ctx: StageContext) -> list[WorkUnit]:
-        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        judge, params = _judge_name(ctx), dict(ctx.job.settings.params.matcher)
         units = []
         for instance_id, direction, items, preference in self._match_pairs(ctx):
             request = ChatRequest(match_messages(items, preference, ctx.job.settings), params=params,
@@ -244,7 +245,7 @@ class Cupid(Benchmark):
     def _rematch_units(self, ctx: StageContext) -> list[WorkUnit]:
         """A matcher answer that rated another number of entries than the checklist holds is asked
         once more, in the same conversation, saying what was wrong; the metrics read that answer."""
-        judge, params = _judge_name(ctx), _params(ctx, "matcher")
+        judge, params = _judge_name(ctx), dict(ctx.job.settings.params.matcher)
         answered = {(r["instance_id"], r["item"]): r for r in ctx.ok_rows("match")}
         units = []
         for instance_id, direction, items, preference in self._match_pairs(ctx):
@@ -260,7 +261,7 @@ class Cupid(Benchmark):
         return units
 
     def _judge_units(self, ctx: StageContext) -> list[WorkUnit]:
-        judge, params = _judge_name(ctx), _params(ctx, "judge")
+        judge, params = _judge_name(ctx), dict(ctx.job.settings.params.judge)
         units = []
         for row, inst in ctx.answered("generate"):
             system, messages = judge_prompt(inst.preference, inst.checklist, inst.request, row["text"],
@@ -269,21 +270,17 @@ class Cupid(Benchmark):
             units.append(WorkUnit(inst.instance_id, request, item=judge, meta={"judge": judge}))
         return units
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def metrics(self, rows: pa.Table, settings: CupidSettings) -> pa.Table:
         return metric_rows([{"benchmark": self.name, **r} for r in cupid_metrics(rows)])
 
     def text_needed(self, rows: pa.Table) -> pa.Array:
         """No row: the metrics read the judges' parsed verdicts, never an answer's text."""
         return pa.array(np.zeros(rows.num_rows, dtype=bool))
 
-    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def unit_scores(self, rows: pa.Table, settings: CupidSettings) -> pa.Table:
         """Per-unit precision, recall, F1_i and alignment, clustered by persona (for CIs; F1's from the
         precision and recall units, as a combined metric)."""
         return cupid_unit_scores(rows)
-
-
-def _params(ctx: StageContext, key: str) -> dict[str, Any]:
-    return dict((ctx.job.settings.get("params") or {}).get(key) or {})
 
 
 def _judge_name(ctx: StageContext) -> str:

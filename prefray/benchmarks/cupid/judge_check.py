@@ -50,7 +50,7 @@ class MatcherCheck:
     @staticmethod
     def _request(group: CheckGroup, job: Job, extra: tuple[dict[str, str], ...] = ()) -> ChatRequest:
         entries = [item.inputs["entry"] for item in group.items]
-        params = dict((job.settings.get("params") or {}).get("matcher") or {})
+        params = dict(job.settings.params.matcher)
         messages = (*match_messages(entries, group.items[0].inputs["preference"], job.settings), *extra)
         return ChatRequest(messages, params=params, json_schema=match_schema(len(entries)), seed=job.seed)
 

@@ -10,15 +10,15 @@ Files in RAW are inserted verbatim (no placeholders, braces need no escaping).
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from prefray.benchmarks.cupid.data import Session
+from prefray.benchmarks.cupid.settings import CupidSettings
 from prefray.sdk.prompts import check_prompt_overrides, prompt_overrides, read_prompt
 
 PROMPTS = Path(__file__).parent / "prompts"
-Settings = Mapping[str, Any] | None
+Settings = CupidSettings | None
 Prompt = tuple[str | None, tuple[dict[str, str], ...]]  # (system, messages)
 
 PLACEHOLDERS: dict[str, frozenset[str]] = {

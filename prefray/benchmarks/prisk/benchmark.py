@@ -20,7 +20,17 @@ from prefray.benchmarks.prisk.metrics import (
 )
 from prefray.benchmarks.prisk.paper_tables import PAPER_TABLES
 from prefray.benchmarks.prisk.pipeline import PROMPTS, Condition, answer_stages
-from prefray.sdk import UNIT_SCORE_SCHEMA, Benchmark, Comparison, DataError, Job, Stage, metric_rows
+from prefray.benchmarks.prisk.settings import PriskCondition, PriskSettings
+from prefray.sdk import (
+    UNIT_SCORE_SCHEMA,
+    Benchmark,
+    Comparison,
+    ConditionSettings,
+    DataError,
+    Job,
+    Stage,
+    metric_rows,
+)
 from prefray.sdk.prompts import check_prompt_overrides
 
 PERSONALIZED = ("profile", "retrieval", "profile_retrieval", "reflection")
@@ -30,6 +40,9 @@ class PriskBenchmark(Benchmark):
     """One PRISK sub-benchmark; subclasses set `kind` and add item meta, scoring stages, metrics."""
 
     kind = ""
+    # its config's keys (prisk_<kind>.yaml) and its conditions' (conditions/*.yaml): settings.py
+    settings_type: type[PriskSettings] = PriskSettings
+    condition_type: type[ConditionSettings] = PriskCondition
     # each personalized condition − base, paired on the query (a base answer serves every persona)
     comparisons = [Comparison("condition", c, "base", pair_on=query_of) for c in PERSONALIZED]
     # Table 4: the mitigation's effect, "Δ = After − Before" under profile + retrieval
@@ -45,7 +58,7 @@ class PriskBenchmark(Benchmark):
 
     def __init__(self, name: str):
         self.name = name
-        self._last_values: tuple[pa.Table, dict[str, Any], list[dict[str, Any]]] | None = None
+        self._last_values: tuple[pa.Table, PriskSettings, list[dict[str, Any]]] | None = None
 
     def check(self, job: Job) -> None:
         problems = check_prompt_overrides(PROMPTS, job.settings)
@@ -54,8 +67,7 @@ class PriskBenchmark(Benchmark):
 
     def load(self, job: Job) -> Sequence[Instance]:
         self.check(job)
-        data = job.settings.get("data") or {}
-        return load_instances(self.kind, data.get("path"), job.limit, Condition.of(job).personalized)
+        return load_instances(self.kind, job.settings.data.path, job.limit, Condition.of(job).personalized)
 
     def item_meta(self, item: Item) -> dict[str, Any]:
         return {}
@@ -69,7 +81,7 @@ class PriskBenchmark(Benchmark):
     def text_needed(self, rows: pa.Table) -> pa.Array:
         return pc.is_in(rows["stage"], value_set=pa.array(self.text_stages, pa.string())).combine_chunks()
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+    def values(self, recs: list[dict[str, Any]], settings: PriskSettings,
                shared: Any = None) -> list[dict[str, Any]]:
         """Metric rows (model, condition, judge, metric, value, n, excluded) of this sub-benchmark;
         `shared`: what `across_models` read from every model's records."""
@@ -80,7 +92,7 @@ class PriskBenchmark(Benchmark):
         only that); None by default."""
         return None
 
-    def values_by_model(self, rows: pa.Table, settings: dict[str, Any],
+    def values_by_model(self, rows: pa.Table, settings: PriskSettings,
                         recs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """`values` of each model's records (`recs`, the records of `rows`) on their own, models in
         order: every value is one model's (a cell, a fit), so each pass reads only its model's
@@ -98,14 +110,14 @@ class PriskBenchmark(Benchmark):
         self._last_values = (rows, settings, values)
         return values
 
-    def metrics(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def metrics(self, rows: pa.Table, settings: PriskSettings) -> pa.Table:
         recs = records(rows)
         values = without_units(self.values_by_model(rows, settings, recs)) + route_metrics(recs)
-        values += relative_to_base(values, str(settings.get("reference_condition", "base")))
+        values += relative_to_base(values, settings.reference_condition)
         values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
 
-    def unit_scores(self, rows: pa.Table, settings: dict[str, Any]) -> pa.Table:
+    def unit_scores(self, rows: pa.Table, settings: PriskSettings) -> pa.Table:
         """Per-unit judge scores and attributions, clustered by persona–query pair (for CIs)."""
         values = self.values_by_model(rows, settings)
         self._last_values = None   # the values' last reader: nothing is held past it

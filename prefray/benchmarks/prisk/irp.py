@@ -44,18 +44,19 @@ from prefray.benchmarks.prisk.metrics import (
 from prefray.benchmarks.prisk.pipeline import (
     Condition,
     current_rows,
-    params,
     render,
     render_profile,
     shown_context,
     template,
 )
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
+from prefray.benchmarks.prisk.settings import PriskSettings
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
 from prefray.sdk.failures import is_model_failure
 
 
-def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str, settings: Any = None) -> str:
+def irp_judge_prompt(user_text: str, context_text: str, query: str, response: str,
+                     settings: PriskSettings | None = None) -> str:
     """`user_text`: the user's rendered profile (u, always); `context_text`: the context block the
     model saw ("" = the query alone)."""
     shown = context_text.strip() or template("no_context", settings).strip()
@@ -82,7 +83,8 @@ def judge_units(ctx: StageContext) -> list[WorkUnit]:
             prompt = irp_judge_prompt(user, context if cond.personalized else "", inst.item.query, row["text"],
                                       settings)
             request = ChatRequest(messages=({"role": "user", "content": prompt},),
-                                  params=params(ctx.job, "judge_params"), json_schema=SCORE_SCHEMA, seed=ctx.job.seed)
+                                  params=dict(ctx.job.settings.judge_params), json_schema=SCORE_SCHEMA,
+                                  seed=ctx.job.seed)
             units.append(WorkUnit(inst.instance_id, request, item=inst.item.item_id, sample=row["sample"],
                                   meta={"kind": inst.item.kind, "domain": inst.item.domain,
                                         "source": inst.item.source, "profile_id": inst.profile.profile_id,
@@ -194,8 +196,7 @@ class Irp(PriskBenchmark):
         # every condition pairs each persona with each item: base answers once per item, and the
         # judge scores that answer against each persona u (σ_irp(r̂, u, q) always includes u)
         self.check(job)
-        data = job.settings.get("data") or {}
-        return load_instances(self.kind, data.get("path"), job.limit, personalized=True)
+        return load_instances(self.kind, job.settings.data.path, job.limit, personalized=True)
 
     def item_meta(self, item: IrpItem) -> dict[str, Any]:  # type: ignore[override]
         return {"kind": item.kind, "source": item.source, "domain": item.domain,
@@ -205,7 +206,7 @@ class Irp(PriskBenchmark):
         # each verdict needs only its own answer: judging starts as answers arrive
         return [Stage("irp_judge", judge_units, role="judge", parse=parse_score, inputs=("generate",), per_unit=True)]
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+    def values(self, recs: list[dict[str, Any]], settings: PriskSettings,
                shared: Any = None) -> list[dict[str, Any]]:
         out = []
         for model, condition in model_conditions(recs):

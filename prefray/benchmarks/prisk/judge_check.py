@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from prefray.benchmarks.prisk.pipeline import params
 from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, parse_score
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
 from prefray.sdk.judgecheck import CheckGroup, one_item_verdicts, one_row_per_group
@@ -49,7 +48,8 @@ class IrpJudgeCheck:
             prompt = irp_judge_prompt(given["user"], given["context"], given["query"], given["response"],
                                       ctx.job.settings)
             request = ChatRequest(messages=({"role": "user", "content": prompt},),
-                                  params=params(ctx.job, "judge_params"), json_schema=SCORE_SCHEMA, seed=ctx.job.seed)
+                                  params=dict(ctx.job.settings.judge_params), json_schema=SCORE_SCHEMA,
+                                  seed=ctx.job.seed)
             units.append(WorkUnit(group.instance_id, request))
         return units
 

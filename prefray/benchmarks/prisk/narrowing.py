@@ -38,7 +38,7 @@ from prefray.benchmarks.prisk import narrowing_sets as sets
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, NarrowingItem, load_instances
 from prefray.benchmarks.prisk.metrics import Split
-from prefray.benchmarks.prisk.pipeline import Condition, answer_stages, current_rows, params, render, render_profile
+from prefray.benchmarks.prisk.pipeline import Condition, answer_stages, current_rows, render, render_profile
 from prefray.benchmarks.prisk.scoring import (
     OPTIONS_SCHEMA,
     merge_schema,
@@ -47,27 +47,28 @@ from prefray.benchmarks.prisk.scoring import (
     parse_useful,
     useful_schema,
 )
+from prefray.benchmarks.prisk.settings import FactorialCondition, NarrowingSettings, PriskSettings
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 
 
 def inner_conditions(job: Job) -> list[Condition]:
-    inner = job.condition_settings.get("conditions")
+    inner = job.condition_settings.conditions
     if not inner:
-        return [Condition.of(job)]
+        return [Condition(job.condition)]
     return [Condition.from_settings(name, spec) for name, spec in inner.items()]
 
 
-def extract_prompt(query: str, response: str, settings: Any = None) -> str:
+def extract_prompt(query: str, response: str, settings: PriskSettings | None = None) -> str:
     return render("extract", settings, query=query, response=response)
 
 
-def listing_prompt(name: str, options: list[str], settings: Any = None, **fields: Any) -> str:
+def listing_prompt(name: str, options: list[str], settings: PriskSettings | None = None, **fields: Any) -> str:
     listing = "\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1))
     return render(name, settings, options=listing, count=len(options), **fields)
 
 
 def _judge_request(ctx: StageContext, prompt: str, schema: dict[str, Any], entries: int = 0) -> ChatRequest:
-    judge_params = params(ctx.job, "judge_params")
+    judge_params = dict(ctx.job.settings.judge_params)
     if entries:  # one entry per listed option: a long list needs more room than the usual budget
         judge_params["max_tokens"] = max(int(judge_params.get("max_tokens", 512)), 8 * entries + 200)
     return ChatRequest(messages=({"role": "user", "content": prompt},), params=judge_params, json_schema=schema,
@@ -149,12 +150,14 @@ def current_rows_any(ctx: StageContext, stage: str) -> list[dict[str, Any]]:
 
 class Narrowing(PriskBenchmark):
     kind = "narrowing"
+    settings_type = NarrowingSettings
+    condition_type = FactorialCondition
 
     def load(self, job: Job) -> Sequence[Instance]:
         self.check(job)
-        data = job.settings.get("data") or {}
-        base = load_instances(self.kind, data.get("path"), job.limit, personalized=False)
-        return base + load_instances(self.kind, data.get("path"), job.limit, personalized=True)
+        path = job.settings.data.path
+        base = load_instances(self.kind, path, job.limit, personalized=False)
+        return base + load_instances(self.kind, path, job.limit, personalized=True)
 
     def item_meta(self, item: NarrowingItem) -> dict[str, Any]:  # type: ignore[override]
         return {}
@@ -186,10 +189,10 @@ class Narrowing(PriskBenchmark):
 
         return pooled_universe(recs)
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+    def values(self, recs: list[dict[str, Any]], settings: NarrowingSettings,  # type: ignore[override]
                shared: Any = None) -> list[dict[str, Any]]:
         from prefray.benchmarks.prisk.narrowing_metrics import narrowing_values
 
-        splits = [Split.of(s) for s in settings.get("fisher_splits") or []]
+        splits = [Split.of(s) for s in settings.fisher_splits]
         return narrowing_values(recs, splits, shared)
 

@@ -16,7 +16,7 @@ replaces it for a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,12 +25,13 @@ from typing import Any
 from prefray.benchmarks.prisk.data import Instance, Item, Profile
 from prefray.benchmarks.prisk.retrieval import Passage, passages, retrieve, routing_query
 from prefray.benchmarks.prisk.scoring import ROUTE_SCHEMA, parse_route
+from prefray.benchmarks.prisk.settings import PriskSettings, Switches
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 from prefray.sdk.prompts import prompt_path
 
 PROMPTS = Path(__file__).parent / "prompts"
 ItemMeta = Callable[[Item], dict[str, Any]]
-Settings = Mapping[str, Any] | None
+Settings = PriskSettings | None
 
 
 @cache
@@ -63,13 +64,13 @@ class Condition:
         return self.profile or self.retrieval
 
     @classmethod
-    def from_settings(cls, name: str, s: Mapping[str, Any]) -> Condition:
-        return cls(str(s.get("name", name)), bool(s.get("profile")), bool(s.get("retrieval")),
-                   s.get("routing_query"), bool(s.get("reflection")))
+    def from_settings(cls, name: str, s: Switches) -> Condition:
+        return cls(name, s.profile, s.retrieval, s.routing_query, s.reflection)
 
     @classmethod
     def of(cls, job: Job) -> Condition:
-        return cls.from_settings(job.condition, job.condition_settings)
+        """The job's condition (a PriskCondition: its name and switches)."""
+        return cls.from_settings(job.condition_settings.name, job.condition_settings)
 
 
 @dataclass(frozen=True)
@@ -100,15 +101,8 @@ def shown_context(cond: Condition, profile: Profile | None, passage_ids: Sequenc
                    tuple(memory[i] for i in passage_ids) if cond.retrieval else ())
 
 
-def params(job: Job, key: str) -> dict[str, Any]:
-    """Sampling params from the benchmark config: `generation`, `judge_params` or `routing.params`."""
-    if key == "routing":
-        return dict((job.settings.get("routing") or {}).get("params") or {})
-    return dict(job.settings.get(key) or {})
-
-
 def samples(job: Job) -> int:
-    return int(job.settings.get("samples", 1))
+    return job.settings.samples
 
 
 def routes(ctx: StageContext, stage: str = "route") -> dict[str, bool]:
@@ -129,7 +123,7 @@ def context_of(job: Job, inst: Instance, decisions: dict[str, bool],
     decision = decisions.get(inst.instance_id)
     if decision is False:
         return Context(shown), False
-    top_k = int((job.settings.get("retrieval") or {}).get("top_k", 3))
+    top_k = job.settings.retrieval.top_k
     query = routing_query(cond.routing_query, profile_text, inst.item.query)
     return Context(shown, tuple(retrieve(inst.profile, query, top_k))), decision
 
@@ -150,7 +144,7 @@ def route_prompt(cond: Condition, inst: Instance, settings: Settings = None) -> 
 
 
 def _request(job: Job, prompt: str, sample: int) -> ChatRequest:
-    return ChatRequest(messages=({"role": "user", "content": prompt},), params=params(job, "generation"),
+    return ChatRequest(messages=({"role": "user", "content": prompt},), params=dict(job.settings.generation),
                        seed=job.seed + sample)
 
 
@@ -163,7 +157,7 @@ def route_builder(cond: Condition) -> Callable[[StageContext], list[WorkUnit]]:
         job = ctx.job
         return [WorkUnit(inst.instance_id, ChatRequest(
             messages=({"role": "user", "content": route_prompt(cond, inst, job.settings)},),
-            params=params(job, "routing"), json_schema=ROUTE_SCHEMA, seed=job.seed),
+            params=dict(job.settings.routing.params), json_schema=ROUTE_SCHEMA, seed=job.seed),
             item=inst.item.item_id) for inst in _personal(ctx)]
     return build
 
@@ -228,7 +222,7 @@ def answer_stages(job: Job, item_meta: ItemMeta, cond: Condition | None = None, 
     cond = cond or Condition.of(job)
     stages = []
     if cond.retrieval:
-        role = str((job.settings.get("routing") or {}).get("role", "subject"))
+        role = job.settings.routing.role
         stages.append(Stage(f"route{suffix}", route_builder(cond), role=role, parse=parse_route))
     if cond.reflection:
         stages.append(Stage(f"reflect{suffix}", reflect_builder(item_meta, cond, suffix)))

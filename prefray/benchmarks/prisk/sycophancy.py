@@ -55,20 +55,21 @@ from prefray.benchmarks.prisk.pipeline import (
     Condition,
     base_builder,
     current_rows,
-    params,
     render,
     render_profile,
     shown_context,
     template,
 )
 from prefray.benchmarks.prisk.scoring import ATTRIBUTION_SCHEMA, SCORE_SCHEMA, parse_attribution, parse_score
+from prefray.benchmarks.prisk.settings import PriskSettings, SycophancySettings
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit, parsed
 
 REFERENCE_SEED = 7919
 VERDICTS = {"at_fault": "the person who wrote it was in the wrong."}
 
 
-def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str, settings: Any = None) -> str:
+def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str,
+               settings: PriskSettings | None = None) -> str:
     """`profile`: the user's rendered profile, every attribute (a perspective item's `favoured_by`
     may refer to age, income, profession or health as well as the stated preference)."""
     if item.type == "agreement":
@@ -80,13 +81,14 @@ def syc_prompt(item: SycophancyItem, profile: str, reference: str, response: str
                   query=item.query, reference=reference, response=response)
 
 
-def attribution_prompt(context_text: str, query: str, reference: str, response: str, settings: Any = None) -> str:
+def attribution_prompt(context_text: str, query: str, reference: str, response: str,
+                       settings: PriskSettings | None = None) -> str:
     shown = context_text.strip() or template("no_context", settings).strip()
     return render("attribution", settings, context=shown, query=query, reference=reference, response=response)
 
 
 def _judge_request(ctx: StageContext, prompt: str, schema: dict[str, Any]) -> ChatRequest:
-    return ChatRequest(messages=({"role": "user", "content": prompt},), params=params(ctx.job, "judge_params"),
+    return ChatRequest(messages=({"role": "user", "content": prompt},), params=dict(ctx.job.settings.judge_params),
                        json_schema=schema, seed=ctx.job.seed)
 
 
@@ -136,7 +138,7 @@ def verdict_units(ctx: StageContext) -> list[WorkUnit]:
 
 def attribution_units(ctx: StageContext) -> list[WorkUnit]:
     cond, settings = Condition.of(ctx.job), ctx.job.settings
-    limit = int(settings.get("pis_max_score", 4))
+    limit = settings.pis_max_score
     leaning = {(r["instance_id"], r["sample"]) for r in current_rows(ctx, "syc_judge") if parsed(r)["score"] <= limit}
     units = []
     for inst, row, reference in _pairs(ctx):
@@ -221,11 +223,11 @@ def verdict_metrics(recs: list[dict[str, Any]], model: str, condition: str, judg
 
 class Sycophancy(PriskBenchmark):
     kind = "sycophancy"
+    settings_type = SycophancySettings
 
     def load(self, job: Job) -> Sequence[Instance]:
         self.check(job)
-        data = job.settings.get("data") or {}
-        return load_instances(self.kind, data.get("path"), job.limit, personalized=True)
+        return load_instances(self.kind, job.settings.data.path, job.limit, personalized=True)
 
     def item_meta(self, item: SycophancyItem) -> dict[str, Any]:  # type: ignore[override]
         return {"type": item.type}
@@ -236,7 +238,7 @@ class Sycophancy(PriskBenchmark):
         stages = [Stage("reference", base_builder(self.item_meta, seed_offset=REFERENCE_SEED), inputs=()),
                   Stage("syc_judge", syc_units, role="judge", parse=parse_score, inputs=("generate", "reference"),
                         per_unit=True)]
-        if job.settings.get("verdict_judge"):
+        if job.settings.verdict_judge:
             stages.append(Stage("syc_verdict", verdict_units, role="judge", parse=parse_score,
                                 inputs=("generate", "reference"), per_unit=True))
         if Condition.of(job).personalized:
@@ -244,7 +246,7 @@ class Sycophancy(PriskBenchmark):
                                 inputs=("generate", "reference", "syc_judge"), per_unit=True))
         return stages
 
-    def values(self, recs: list[dict[str, Any]], settings: dict[str, Any],
+    def values(self, recs: list[dict[str, Any]], settings: PriskSettings,
                shared: Any = None) -> list[dict[str, Any]]:
         out = []
         for model, condition in model_conditions(recs):

@@ -113,10 +113,6 @@ def mapping(what: str) -> Rule:
     return Rule(what, lambda v: isinstance(v, dict))
 
 
-def anything(what: str = "any value") -> Rule:
-    return Rule(what, lambda v: True, nullable=True)
-
-
 def render(value: Any) -> str:
     """A value as the user would type it in an override."""
     if value is None:

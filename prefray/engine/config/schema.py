@@ -6,10 +6,12 @@ calls, `RunConfig` what the session and the runner read. Every default is stated
 (`conf/config.yaml` repeats the run defaults a user sees, a test keeps them equal; a model option
 file lists only what differs, and composing fills in the rest: `file_defaults`).
 
-A benchmark's and a condition's own keys are typed by their option file: a key keeps the type of
-its default there (an integer stays an integer), well-known names get their bounds wherever they
-appear (`max_tokens` >= 1, `temperature` in [0, 2], ...), and only the keys the option file
-defines exist, apart from the open maps (`prompts`, `params`, `roles`).
+A benchmark's and a condition's keys are typed by the benchmark: `BenchmarkSettings` and
+`ConditionSettings` below hold the keys every benchmark has, and a benchmark declares its own keys
+in a subclass of each (its `settings_type` and `condition_type`), built with the same `key` and
+`section` helpers, so a composed config is checked key by key before anything starts and the
+benchmark reads typed attributes. An open mapping of request parameters (`params_key`) takes any
+key, and the well-known names get their bounds in it (`max_tokens` >= 1, `temperature` in [0, 2], ...).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any, Literal
 
 from prefray.engine.config.rules import (
     Rule,
-    anything,
     boolean,
     choice,
     integer,
@@ -46,10 +47,13 @@ RATE_MAX = 10**12           # requests or tokens per minute
 PRICE_MAX = 10**4           # USD per million tokens
 
 
-def key(rule: Rule, default: Any, doc: str, *, in_files: bool = True) -> Any:
+def key(rule: Rule, default: Any, doc: str, *, in_files: bool = True, each: Rule | None = None,
+        open_map: bool = False) -> Any:
     """A schema field: its rule and a one-line meaning travel in the field's metadata;
-    `in_files=False` marks a key only prefray sets (never written in an option file, nor filled in)."""
-    metadata = {"rule": rule, "doc": doc, "in_files": in_files}
+    `in_files=False` marks a key only prefray sets (never written in an option file, nor filled in).
+    For a mapping: `each` is the rule of every value; `open_map` takes any key, the well-known names
+    (NAMED_RULES) within their bounds at any depth."""
+    metadata = {"rule": rule, "doc": doc, "in_files": in_files, "each": each, "open": open_map}
     if default is REQUIRED:
         return field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -61,6 +65,12 @@ def section(cls: type, doc: str) -> Any:
     """A nested fixed section (checked key by key against `cls`, built as a `cls`)."""
     return field(default_factory=cls, metadata={"rule": mapping(f"a mapping of {cls.__name__} keys"),
                                                 "doc": doc, "section": cls})
+
+
+def section_map(cls: type, doc: str, default: dict[str, Any] | None = None) -> Any:
+    """A mapping of names to sections of `cls` (each value checked key by key, built as a `cls`)."""
+    rule = mapping(f"a mapping of name -> {cls.__name__} keys")
+    return field(default_factory=lambda: dict(default or {}), metadata={"rule": rule, "doc": doc, "section_map": cls})
 
 
 def rule_of(f: dataclasses.Field) -> Rule:
@@ -241,7 +251,7 @@ NAMED_RULES: dict[str, Rule] = {
     "top_k": integer(1, 10**6),
 }
 
-# Benchmark/condition keys whose content is open: any sub-key may be set.
+# Mappings whose content is open: any sub-key may be set.
 OPEN_MAPS: dict[str, Rule] = {
     "prompts": mapping("prompt name -> file path"),
     "params": mapping("a mapping of request parameters"),
@@ -250,29 +260,9 @@ OPEN_MAPS: dict[str, Rule] = {
 ROLE_OPTION = text(what="a model option name").or_null("the sweep's judge")
 PROMPT_PATH = path().or_null("the benchmark's own prompt")
 
-# The top-level sections: fixed dataclasses, or an option's own file (benchmark, condition).
+# The top-level sections: fixed dataclasses, or the types the benchmark declares (benchmark, condition).
 SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelSpec, "judge": ModelSpec}
 OPTION_SECTIONS = ("benchmark", "condition")
-
-
-def inferred_rule(name: str, reference: Any) -> Rule:
-    """The rule for a benchmark/condition key: its well-known bounds, else its default's type."""
-    if name in NAMED_RULES:
-        rule = NAMED_RULES[name]
-        return rule.or_null() if reference is None else rule
-    if reference is None:
-        return anything("any value (default null)")
-    if isinstance(reference, bool):
-        return boolean()
-    if isinstance(reference, int):
-        return integer()
-    if isinstance(reference, float):
-        return number()
-    if isinstance(reference, str):
-        return Rule("a string", lambda v: isinstance(v, str))
-    if isinstance(reference, list):
-        return Rule("a list", lambda v: isinstance(v, list))
-    return mapping("a mapping")
 
 
 def file_defaults(cls: type) -> dict[str, Any]:
@@ -312,6 +302,58 @@ def build(cls: type, values: dict[str, Any], coerce: bool = True) -> Any:
         f = fields[name]
         if "section" in f.metadata:
             given[name] = build(f.metadata["section"], value or {}, coerce)
+        elif "section_map" in f.metadata:
+            given[name] = {k: build(f.metadata["section_map"], v or {}, coerce) for k, v in (value or {}).items()}
         elif coerce and isinstance(value, int) and not isinstance(value, bool) and "float" in str(f.type):
             given[name] = float(value)
     return cls(**given)
+
+
+def params_key(default: dict[str, Any], doc: str) -> Any:
+    """Request parameters of a stage (max_tokens, temperature, ...): an open mapping, the well-known
+    names within their bounds."""
+    return key(OPEN_MAPS["params"], default, doc, open_map=True)
+
+
+def samples_key(default: int, doc: str = "answers asked per unit") -> Any:
+    return key(NAMED_RULES["samples"], default, doc)
+
+
+def role_key(doc: str) -> Any:
+    """A scorer role's model option (null: the sweep's judge answers for it)."""
+    return key(ROLE_OPTION, None, doc)
+
+
+def text_list(what: str) -> Rule:
+    return Rule(f"a list of {what}", lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v))
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """The `benchmark` section: the keys every benchmark has (its option file, `<benchmark>.yaml`).
+
+    A benchmark declares its own keys in a subclass (its `settings_type`), each with its rule and
+    default, and reads them as attributes (`job.settings.retrieval.top_k`)."""
+
+    name: str = key(text(), REQUIRED, "the benchmark's name (its entry point's)")
+    impl: str | None = key(text().or_null("not recorded"), None, "the benchmark object (package.module:ATTRIBUTE)",
+                           in_files=False)
+    conditions: list[str] = key(text_list("condition names"), [], "the benchmark's conditions, in order "
+                                "(conditions/<name>.yaml beside its config)")
+    default_condition: str | None = key(text().or_null("the first condition"), None,
+                                        "the condition a job runs without condition=")
+    samples: int = samples_key(1)
+    prompts: dict[str, str | None] = key(OPEN_MAPS["prompts"], {}, "prompt files replaced for a run "
+                                         "(benchmark.prompts.NAME=PATH; null: the benchmark's prompts/NAME.txt)",
+                                         each=PROMPT_PATH)
+    paper_judge: str | None = key(text(what="a judge option name").or_null("choose one with judge="), None,
+                                  "the judge a job gets when the sweep names none (the paper's)")
+    paper_models: list[str] = key(text_list("model option names"), [], "the models `model=paper` stands for")
+
+
+@dataclass(frozen=True)
+class ConditionSettings:
+    """The `condition` section: the keys every condition has. A benchmark whose conditions carry
+    keys of their own declares them in a subclass (its `condition_type`)."""
+
+    name: str = key(text(), REQUIRED, "the condition's name")

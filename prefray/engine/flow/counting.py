@@ -40,7 +40,7 @@ import json
 import logging
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +122,8 @@ def _signature(spec: ModelSpec) -> tuple[Any, ...]:
 def _cell_key(job: Job) -> str:
     """Jobs with the same key build the same units from the same data (the evaluated model aside)."""
     roles = {role: (spec.name, spec.model_id, _signature(spec)) for role, spec in sorted(job.roles.items())}
-    return json.dumps([job.benchmark, job.condition, job.settings, job.condition_settings, job.limit, job.seed,
-                       roles], sort_keys=True, default=str)
+    return json.dumps([job.benchmark, job.condition, asdict(job.settings), asdict(job.condition_settings), job.limit,
+                       job.seed, roles], sort_keys=True, default=str)
 
 
 def _reads(stages: list[Stage]) -> set[str]:

@@ -125,8 +125,7 @@ class JobRunner:
         # judge, so the metrics of those stages cover what it asked for, not rows of a larger limit or
         # more samples stored before (another judge's stored verdicts are not this launch's to narrow).
         self.asked: dict[tuple[str, str], set[str]] | None = {} if self.folder.is_dir() else None
-        samples = job.settings.get("samples")
-        self.samples: int | None = samples if isinstance(samples, int) else None
+        self.samples: int | None = job.settings.samples
         self.flow: StageFlow | None = None
         self._shards_since_roll = 0
         self._rolling = False

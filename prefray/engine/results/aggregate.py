@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
+from prefray.engine.config.schema import BenchmarkSettings
 from prefray.engine.logs import STDOUT
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
@@ -39,13 +40,15 @@ CACHE_SUMS = ("cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
 log = logging.getLogger(__name__)
 
 
-def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]]) -> pa.Table:
+def compute_metrics(rows: pa.Table, benchmarks: dict[str, Benchmark],
+                    settings: dict[str, BenchmarkSettings]) -> pa.Table:
     """Each benchmark's metrics over the best attempt of every unit."""
     tables = [METRIC_SCHEMA.empty_table()]
     for name, part in rows_by_benchmark(rows).items():
         if name not in benchmarks:
             continue
-        tables.append(benchmarks[name].metrics(part, settings.get(name, {})).cast(METRIC_SCHEMA))
+        benchmark = benchmarks[name]
+        tables.append(benchmark.metrics(part, settings.get(name) or benchmark.settings_of({})).cast(METRIC_SCHEMA))
     return sort_metrics(pa.concat_tables(tables))
 
 
@@ -373,7 +376,7 @@ def early_drawing_pool(rows: int) -> Any:
 
 
 def _aggregate(paths: RunDir, best: pa.Table, costs: pa.Table, benchmarks: dict[str, Benchmark],
-               settings: dict[str, dict[str, Any]], budget_usd: float | None, seed: int,
+               settings: dict[str, BenchmarkSettings], budget_usd: float | None, seed: int,
                panels: dict[str, list[str]] | None) -> tuple[pa.Table, pa.Table]:
     """aggregate_run's tables from the best attempts and the ledger: (metrics, calls summary)."""
     from prefray.engine.results.agreement import (

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
+from prefray.engine.config.schema import BenchmarkSettings
 from prefray.engine.hooks import Comparison
 from prefray.engine.memo import per_table
 from prefray.engine.rundir import RunDir
@@ -287,20 +288,21 @@ def rows_by_benchmark(rows: pa.Table) -> dict[str, pa.Table]:
     return {name: rows.filter(pc.equal(rows["benchmark"], name)) for name in sorted(names)}
 
 
-def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]]) -> pa.Table:
+def unit_scores(rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, BenchmarkSettings]) -> pa.Table:
     """Per-unit scores of every benchmark that provides them (UNIT_SCORE_SCHEMA)."""
 
     tables = [UNIT_SCORE_SCHEMA.empty_table()]
     for name, part in rows_by_benchmark(rows).items():
         benchmark = benchmarks.get(name)
         if benchmark is not None:
-            scores = benchmark.unit_scores(part, settings.get(name, {}))
+            scores = benchmark.unit_scores(part, settings.get(name) or benchmark.settings_of({}))
             tables.append(scores.select(UNIT_SCORE_SCHEMA.names).cast(UNIT_SCORE_SCHEMA))
     return pa.concat_tables(tables)
 
 
-def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any], settings: dict[str, dict[str, Any]],
-                   boot: BootstrapSettings = BootstrapSettings(), scores: pa.Table | None = None) -> pa.Table:
+def with_intervals(metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
+                   settings: dict[str, BenchmarkSettings], boot: BootstrapSettings = BootstrapSettings(),
+                   scores: pa.Table | None = None) -> pa.Table:
     """`metrics` with `ci_low`, `ci_high` columns: bootstrapped from the per-unit scores of every
     benchmark that provides `unit_scores` (a declared combined metric from its inputs' units,
     combined.py); null where a metric has neither."""
@@ -369,7 +371,7 @@ def regrouped(scores: pa.Table, pair_on: Callable[[str], str]) -> pa.Table:
 
 
 def add_intervals(paths: RunDir, metrics: pa.Table, rows: pa.Table, benchmarks: dict[str, Any],
-                  settings: dict[str, dict[str, Any]], seed: int = 0) -> pa.Table:
+                  settings: dict[str, BenchmarkSettings], seed: int = 0) -> pa.Table:
     """The aggregate step in one call: `metrics` with ci_low/ci_high, and the paired comparisons
     written to RUN_DIR/deltas.parquet and deltas.csv (both always written, possibly empty)."""
     import pyarrow.csv as pacsv

@@ -32,6 +32,7 @@ from prefray.benchmarks.benchpres.render import (
     task_template,
 )
 from prefray.benchmarks.benchpres.scoring import nickname_of
+from prefray.benchmarks.benchpres.settings import BenchPresSettings
 
 HERE = Path(__file__).resolve().parent
 PROFILES_PATH = HERE / "profiles.yaml"
@@ -131,7 +132,7 @@ def build_rows(profiles: list[dict], contexts: list[dict], template: str, layout
     return rows
 
 
-def sample_rows(layout: str = DEFAULT_LAYOUT, settings: dict | None = None) -> list[dict]:
+def sample_rows(layout: str = DEFAULT_LAYOUT, settings: BenchPresSettings | None = None) -> list[dict]:
     """The sample's hub-schema rows rendered in `layout` (task prompt through `benchmark.prompts`)."""
     with open(PROFILES_PATH, encoding="utf-8") as f:
         profiles = yaml.safe_load(f)["profiles"]

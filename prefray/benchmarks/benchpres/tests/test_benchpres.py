@@ -23,10 +23,13 @@ from prefray.benchmarks.benchpres.conditions import apply_condition, without_pre
 from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, benchpres_metrics, completeness_metrics
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
+from prefray.benchmarks.benchpres.settings import BenchPresCondition, BenchPresData
 from prefray.engine.benchmark import Benchmark, DataError, ParseError
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.test_sweep_two_sdks import independent_verdict
+
+SETTINGS = BENCHMARK.settings_of({})   # benchpres.yaml's values (the settings' defaults)
 
 PACKAGE = Path(__file__).resolve().parent.parent
 SAMPLE = PACKAGE / "sample/benchpres_sample.jsonl"
@@ -117,7 +120,7 @@ def test_failed_and_unparsable_units_are_counted_not_dropped():
         shard_row("judge", status="failed", cause="parse_error", text="maybe?", meta=judge_meta, item="0"),
         shard_row("completeness", parsed={"score": 4}, sample=0),
     ], schema=SHARD_SCHEMA)
-    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(rows, {}).to_pylist()}
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(rows, SETTINGS).to_pylist()}
     assert got["MR"] == (1.0, 1, 1)                  # 'Jo' found in sample 0; sample 1 never generated
     assert math.isnan(got["AAR"][0]) and got["AAR"][1:] == (0, 2)  # unparsable verdict + failed generation
     assert got["completeness"] == (4.0, 1, 1)
@@ -206,13 +209,13 @@ def test_hub_files_load_with_derived_categories(tmp_path):
     parquet = tmp_path / "bp.parquet"
     pq.write_table(pa.Table.from_pylist(rows), parquet)
     for path in (jsonl, parquet):
-        first, second = load_instances({"source": "hub", "path": str(path)}, None)
+        first, second = load_instances(BenchPresData("hub", str(path)), None)
         assert first.instance_id == "ann--bank--ask"
         assert [(p.category, p.applies) for p in first.preferences] == [
             ("role", False), ("style", True), ("tone", False), ("markers", False), ("nickname", False)]
         # a key-like attribute names its category; the nickname is found without quotes too
         assert [p.category for p in second.preferences] == ["role", "style", "tone", "markers", "nickname"]
-    assert len(load_instances({"source": "hub", "path": str(jsonl)}, 1)) == 1
+    assert len(load_instances(BenchPresData("hub", str(jsonl)), 1)) == 1
 
 
 @pytest.mark.parametrize("changes, field", [
@@ -234,22 +237,22 @@ def test_hub_files_load_with_derived_categories(tmp_path):
 def test_hub_rows_that_are_malformed_are_rejected_with_file_row_field(tmp_path, changes, field):
     path = write_jsonl(tmp_path / "bad.jsonl", [hub_row(task="Fine"), hub_row(**changes)])
     with pytest.raises(DataError) as info:
-        load_instances({"source": "hub", "path": str(path)}, None)
+        load_instances(BenchPresData("hub", str(path)), None)
     assert f"{path}: row 2: field '{field}'" in str(info.value)
 
 
 def test_hub_dataset_id_uses_datasets_only_when_importable(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # not installed
     with pytest.raises(DataError, match="`datasets` library is not installed"):
-        load_instances({"source": "sangyon/BenchPreS"}, None)
+        load_instances(BenchPresData("sangyon/BenchPreS"), None)
     calls = []
     fake = types.SimpleNamespace(load_dataset=lambda name, split: calls.append((name, split)) or [hub_row()])
     monkeypatch.setitem(sys.modules, "datasets", fake)
-    (inst,) = load_instances({"source": "sangyon/BenchPreS", "split": "test"}, None)
+    (inst,) = load_instances(BenchPresData("sangyon/BenchPreS", split="test"), None)
     assert calls == [("sangyon/BenchPreS", "test")] and inst.name == "Ann"
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=lambda n, split: [hub_row(name=3)]))
     with pytest.raises(DataError, match=r"sangyon/BenchPreS\[test\]: row 1: field 'name'"):
-        load_instances({"source": "sangyon/BenchPreS"}, None)
+        load_instances(BenchPresData("sangyon/BenchPreS"), None)
 
 
 # ---------------------------------------------------------------- CIMemories + preference file
@@ -296,7 +299,7 @@ def test_cimemories_profile_renders_exactly_like_the_sample(tmp_path, suffix):
     for number, entry in enumerate(prefs[profile["name"]]):
         entry["labels"].update({"Landlord | Ask about pets": number == 0, "Florist|Order flowers": True})
     data = write_cimemories(tmp_path, [as_cimemories(profile, extra)], prefs, suffix)
-    instances = load_instances(data, None)
+    instances = load_instances(BenchPresData(**data), None)
     expected = [r for r in SAMPLE_ROWS if r["name"] == profile["name"]]
     assert len(expected) == 39 and len(instances) == 41  # the unlabelled context is not evaluated
     for inst, row in zip(instances, expected):
@@ -350,7 +353,7 @@ def test_cimemories_malformed_inputs_name_file_and_field(tmp_path, case):
     (profiles, prefs), message = bad_profile_cases()[case]
     data = write_cimemories(tmp_path, profiles, prefs)
     with pytest.raises(DataError) as info:
-        load_instances(data, None)
+        load_instances(BenchPresData(**data), None)
     assert message in str(info.value)
     assert str(tmp_path) in str(info.value)
 
@@ -358,8 +361,8 @@ def test_cimemories_malformed_inputs_name_file_and_field(tmp_path, case):
 # ---------------------------------------------------------------- conditions
 
 def test_no_preferences_removes_exactly_the_statement_lines():
-    (inst,) = load_instances({"source": "sample"}, 1)
-    (changed,) = apply_condition([inst], {"memory": "without_preferences"})
+    (inst,) = load_instances(BenchPresData("sample"), 1)
+    (changed,) = apply_condition([inst], BenchPresCondition("c", **{"memory": "without_preferences"}))
     statements = {f"- {p.statement}" for p in inst.preferences}
     original = inst.prompt.split("\n")
     assert len(statements) == 5 and statements <= set(original)
@@ -376,12 +379,12 @@ def test_no_preferences_fails_when_a_statement_is_not_a_memory_line():
 
 
 def test_defense_appends_the_instruction_and_unknown_modes_fail():
-    (inst,) = load_instances({"source": "sample"}, 1)
-    (changed,) = apply_condition([inst], {"memory": "full", "instruction": "defense"})
+    (inst,) = load_instances(BenchPresData("sample"), 1)
+    (changed,) = apply_condition([inst], BenchPresCondition("c", **{"memory": "full", "instruction": "defense"}))
     instruction = (PACKAGE / "prompts/defense.txt").read_text().strip()
     assert changed.prompt == inst.prompt.rstrip("\n") + "\n\n" + instruction + "\n"
     with pytest.raises(DataError, match="condition.memory"):
-        apply_condition([inst], {"memory": "half"})
+        apply_condition([inst], BenchPresCondition("c", **{"memory": "half"}))
 
 
 # ---------------------------------------------------------------- end to end over all conditions

@@ -16,6 +16,7 @@ from prefray.benchmarks.benchpres.conditions import apply_condition
 from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.render import one_line
 from prefray.benchmarks.benchpres.scoring import VERDICT_SCHEMA, nickname_of, parse_verdict
+from prefray.benchmarks.benchpres.settings import BenchPresCondition, BenchPresData
 from prefray.benchmarks.benchpres.tables import unmapped_contexts
 from prefray.benchmarks.benchpres.tests.test_benchpres import (
     HUB_PREFS,
@@ -68,7 +69,7 @@ def test_a_nickname_preference_without_a_name_fails_loading_naming_file_and_row(
     attributes = HUB_PREFS[:4] + ["I'd like a nickname, please."]
     path = write_jsonl(tmp_path / "n.jsonl", [hub_row(task="Fine"), hub_row(preference_attribute=attributes)])
     with pytest.raises(DataError, match=rf"{path}: row 2: field 'preference_attribute': nickname preference"):
-        load_instances({"source": "hub", "path": str(path)}, None)
+        load_instances(BenchPresData("hub", str(path)), None)
 
 
 # ---------------------------------------------------------------- hub rows: every bad row listed
@@ -80,7 +81,7 @@ def test_all_bad_hub_rows_are_listed_up_to_twenty_then_counted(tmp_path):
         rows[i] = hub_row(task="")
     path = write_jsonl(tmp_path / "bad.jsonl", rows)
     with pytest.raises(DataError) as info:
-        load_instances({"source": "hub", "path": str(path)}, None)
+        load_instances(BenchPresData("hub", str(path)), None)
     lines = str(info.value).split("\n")
     assert lines[0].startswith(f"{path}: row 3: field 'preference_attribute' has 3 preferences")
     assert lines[1] == f"{path}: row 6: field 'task' must be a non-empty string"
@@ -123,7 +124,7 @@ def test_the_five_cimemories_wordings_map_to_the_papers_contexts(tmp_path, capsy
     keys = [f"{r}|{t[1] if i % 2 else t[0]}" for i, (r, t) in enumerate(CIMEMORIES_WORDING.items())]
     data = cimemories_files(tmp_path, profile, contexts, keys + ["IRS Agent|Resolve tax discrepancy",
                                                                  "Florist|Order flowers"])
-    instances = {i.recipient: i for i in load_instances(data, None)}
+    instances = {i.recipient: i for i in load_instances(BenchPresData(**data), None)}
     for recipient, (task, _, domain) in CIMEMORIES_WORDING.items():
         inst = instances[recipient]
         assert (inst.task, inst.domain, inst.context_known) == (task, domain, True)
@@ -150,7 +151,7 @@ def generation_row(inst, sample, status="ok", cause="", text="Hello."):
 # ---------------------------------------------------------------- memory layouts
 
 def test_default_layout_is_the_headed_memory_block_and_the_export_matches_it():
-    instances = load_instances({"source": "sample"}, None)
+    instances = load_instances(BenchPresData("sample"), None)
     assert [i.prompt for i in instances] == [r["prompt"] for r in SAMPLE_ROWS]
     lines = instances[0].prompt.split("\n")
     assert lines[0] == "# What you know about the user" and "<memory>" not in instances[0].prompt
@@ -166,7 +167,8 @@ def test_default_layout_is_the_headed_memory_block_and_the_export_matches_it():
 
 
 def test_tagged_layout_keeps_the_earlier_prompt():
-    (inst,) = load_instances({"source": "sample"}, 1, {"memory_layout": "tagged"})
+    tagged = BENCHMARK.settings_of({"memory_layout": "tagged"})
+    (inst,) = load_instances(BenchPresData("sample"), 1, tagged)
     profile = sample_profile()
     block = inst.prompt.split("<memory>\n")[1].split("\n</memory>")[0].split("\n")
     assert block[:4] == ["- The user's name is Joanna Reyes.", "- The user is 29 years old.",
@@ -176,7 +178,7 @@ def test_tagged_layout_keeps_the_earlier_prompt():
     assert inst.prompt.endswith("Recipient: Bank Loan Officer\nTask: Apply for personal loan\n\n"
                                 "Reply with the message only.\n")
     with pytest.raises(DataError, match="benchmark.memory_layout: unknown value 'boxed'"):
-        load_instances({"source": "sample"}, 1, {"memory_layout": "boxed"})
+        load_instances(BenchPresData("sample"), 1, BENCHMARK.settings_of({"memory_layout": "boxed"}))
 
 
 @pytest.mark.parametrize("text, line", [("503 Ward Underpass\nKaufmanberg, ME 03609",
@@ -193,7 +195,7 @@ def test_an_address_with_a_newline_stays_on_its_memory_line(tmp_path, layout):
     profile["preferences"][1]["statement"] = "I like bold headings\nand bullet points."
     data = cimemories_files(tmp_path, profile, [{"recipient": "IRS Agent", "task": "Resolve tax discrepancy"}],
                             ["IRS Agent|Resolve tax discrepancy"], address="503 Ward Underpass\nKaufmanberg, ME 03609")
-    (inst,) = load_instances(data, None, {"memory_layout": layout})
+    (inst,) = load_instances(BenchPresData(**data), None, BENCHMARK.settings_of({"memory_layout": layout}))
     assert "- I live at 503 Ward Underpass, Kaufmanberg, ME 03609." in inst.prompt.split("\n")
     assert "- I like bold headings, and bullet points." in inst.prompt.split("\n")
     if layout == "tagged":
@@ -201,15 +203,16 @@ def test_an_address_with_a_newline_stays_on_its_memory_line(tmp_path, layout):
     memory = [line for line in inst.prompt.split("\n") if line and "Ward" in line or "Kaufmanberg" in line]
     assert all(line.startswith("- ") for line in memory)
     # the no_preferences prompt still finds and removes the statement with a line break
-    (bare,) = apply_condition([inst], {"memory": "without_preferences"})
+    (bare,) = apply_condition([inst], BenchPresCondition("c", **{"memory": "without_preferences"}))
     assert "bullet points" not in bare.prompt and bare.prompt.count("\n- ") == inst.prompt.count("\n- ") - 5
 
 
 # ---------------------------------------------------------------- prompts through read_prompt
 
 def job(settings):
-    return Job("benchpres", "defense", ModelSpec("m", "openai", "m"), {}, {"data": {"source": "sample"}, **settings},
-               {"memory": "full", "instruction": "defense"}, limit=1)
+    return Job("benchpres", "defense", ModelSpec("m", "openai", "m"), {},
+               BENCHMARK.settings_of({"data": {"source": "sample"}, **settings}),
+               BENCHMARK.condition_of({"name": "defense", "instruction": "defense"}), limit=1)
 
 
 def test_prompt_overrides_are_used_and_checked_at_load(tmp_path):
@@ -219,9 +222,10 @@ def test_prompt_overrides_are_used_and_checked_at_load(tmp_path):
     prompts = {"judge": str(tmp_path / "judge.txt"), "defense": str(tmp_path / "defense.txt"),
                "task_knowledge": str(tmp_path / "task.txt")}
     (inst,) = BENCHMARK.load(job({"prompts": prompts}))
+    replaced = BENCHMARK.settings_of({"prompts": prompts})
     assert inst.prompt.startswith("MEMORY\n- My name is Joanna Reyes.\n")
     assert inst.prompt.endswith("TO Bank Loan Officer: Apply for personal loan\n\nOnly apply what fits.\n")
-    assert judge_messages("Be brief.", "Hi", {"prompts": prompts})[0]["content"] == "Pref: Be brief.\nText: Hi\n"
+    assert judge_messages("Be brief.", "Hi", replaced)[0]["content"] == "Pref: Be brief.\nText: Hi\n"
     with pytest.raises(DataError, match=r"benchmark.prompts.judge=/no/such.txt: no such file"):
         BENCHMARK.load(job({"prompts": {"judge": "/no/such.txt"}}))
     with pytest.raises(DataError, match=r"benchmark.prompts.jugde: no prompt named 'jugde'"):

@@ -12,10 +12,13 @@ import pytest
 from prefray.benchmarks.benchpres import BENCHMARK
 from prefray.benchmarks.benchpres.data import load_instances
 from prefray.benchmarks.benchpres.metrics import SCORE_SCHEMA, completeness_metrics
+from prefray.benchmarks.benchpres.settings import BenchPresData
 from prefray.benchmarks.benchpres.tables import decisions
 from prefray.engine.benchmark import Job, StageContext
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ModelSpec
+
+SETTINGS = BENCHMARK.settings_of({})   # benchpres.yaml's values (the settings' defaults)
 
 PREFS = [{"statement": "I like bullet points.", "g": True, "category": "style"},
          {"statement": "I'd like you to call me 'Jo'.", "g": False, "category": "nickname", "nickname": "Jo"}]
@@ -50,7 +53,7 @@ POLICY_ROWS = [
 
 def test_each_failure_class_is_scored_or_excluded_and_counted():
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
-           for r in BENCHMARK.metrics(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), SETTINGS).to_pylist()}
     # MR (g=0: the nickname): s3 1/1; s0 (empty reply), s1 (model failure), s2 (no answer) excluded
     assert got["MR"] == (1.0, 1, 3)
     # AAR (g=1: style): s3 1/1; s0 (empty: its "not applied" verdict left out), s1 and s2 excluded
@@ -81,7 +84,7 @@ def test_a_context_overflow_never_scores_better_than_an_answer():
             row("judge", 0, parsed={"rationale": "a list", "applied": True}),
             row("generate", 1, status="failed", cause="context_overflow")]
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
-           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()}
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), SETTINGS).to_pylist()}
     assert got["MR"] == (1.0, 1, 1) and got["AAR"] == (1.0, 1, 1)
     assert got["AAR-MR"] == (0.0, 2, 2)
     assert got["MR_excluded_model_failure"] == (1.0, 2, 1) and got["AAR_excluded_model_failure"] == (1.0, 2, 1)
@@ -90,7 +93,7 @@ def test_a_context_overflow_never_scores_better_than_an_answer():
     answered = rows[:2] + [row("generate", 1, text="Hello,\n- item"),
                            row("judge", 1, parsed={"rationale": "a list", "applied": True})]
     better = {r["metric"]: r["value"] for r in BENCHMARK.metrics(
-        pa.Table.from_pylist(answered, schema=SHARD_SCHEMA), {}).to_pylist()}
+        pa.Table.from_pylist(answered, schema=SHARD_SCHEMA), SETTINGS).to_pylist()}
     assert better["MR"] == 0.5 and better["MR_excluded_model_failure"] == 0.0
 
 
@@ -115,7 +118,7 @@ def test_an_empty_or_cut_reply_is_left_out_of_mr_and_aar_and_counted():
                  row("judge", sample, parsed={"rationale": "r", "applied": applied}),
                  row("completeness", sample, parsed={"score": score})]
     got = {r["metric"]: (r["value"], r["n"], r["excluded"])
-           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()}
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), SETTINGS).to_pylist()}
     assert got["MR"] == (0.5, 2, 3) and got["AAR"] == (0.5, 2, 3)
     assert got["AAR-MR"] == (0.0, 4, 6)
     # per gold label: value = decisions left out for the reason, n = decisions of that label (5)
@@ -142,8 +145,9 @@ def test_nickname_decisions_keep_the_matched_span():
 
 
 def test_an_empty_answer_is_sent_to_the_judges_as_given():
-    (inst,) = load_instances({"source": "sample"}, 1)
-    job = Job("benchpres", "default", ModelSpec("m", "openai", "m"), {}, {"samples": 1}, {})
+    (inst,) = load_instances(BenchPresData("sample"), 1)
+    job = Job("benchpres", "default", ModelSpec("m", "openai", "m"), {}, BENCHMARK.settings_of({"samples": 1}),
+              BENCHMARK.condition_of({"name": "default"}))
     generated = row("generate", 0, text="")
     generated["instance_id"] = inst.instance_id
     ctx = StageContext(job, [inst], {"generate": pa.Table.from_pylist([generated], schema=SHARD_SCHEMA)})
@@ -308,7 +312,7 @@ def test_mixed_failures_give_the_rates_and_scores_computed_row_by_row(seed):
     rows = _mixed_run(seed)
     expected = _expected_by_hand(rows)
     got = {(r["model"], r["condition"], r["judge"], r["metric"]): (r["value"], r["n"], r["excluded"])
-           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), {}).to_pylist()
+           for r in BENCHMARK.metrics(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), SETTINGS).to_pylist()
            if r["metric"] in ("MR", "AAR", "completeness", "completeness_delta")}
     assert got.keys() == expected.keys()
     for key, (value, n, excluded) in expected.items():

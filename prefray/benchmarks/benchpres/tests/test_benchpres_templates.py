@@ -8,14 +8,18 @@ import pytest
 from prefray.benchmarks.benchpres import BENCHMARK
 from prefray.benchmarks.benchpres.benchmark import completeness_messages, judge_messages
 from prefray.benchmarks.benchpres.data import load_instances
+from prefray.benchmarks.benchpres.settings import BenchPresCondition, BenchPresData
 from prefray.benchmarks.benchpres.tests.test_benchpres import sample_profile
 from prefray.engine.benchmark import DataError, Job
 from prefray.engine.types import ModelSpec
 
+SETTINGS = BENCHMARK.settings_of({})   # benchpres.yaml's values (the settings' defaults)
+
 
 def job(settings, condition=None):
-    return Job("benchpres", "default", ModelSpec("m", "openai", "m"), {}, {"data": {"source": "sample"}, **settings},
-               condition or {"memory": "full"}, limit=1)
+    return Job("benchpres", "default", ModelSpec("m", "openai", "m"), {},
+               BENCHMARK.settings_of({"data": {"source": "sample"}, **settings}),
+               BENCHMARK.condition_of({"name": "default", **(condition or {})}), limit=1)
 
 
 def write(path, text):
@@ -64,7 +68,7 @@ def test_no_preferences_removes_the_items_written_by_the_template(tmp_path):
 def test_the_default_files_render_the_exported_sample_unchanged():
     from prefray.benchmarks.benchpres.tests.test_benchpres_inputs import SAMPLE_ROWS
 
-    assert [i.prompt for i in load_instances({"source": "sample"}, None)] == [r["prompt"] for r in SAMPLE_ROWS]
+    assert [i.prompt for i in load_instances(BenchPresData("sample"), None)] == [r["prompt"] for r in SAMPLE_ROWS]
 
 
 @pytest.mark.parametrize("name, text, said", [
@@ -99,8 +103,9 @@ def test_good_overrides_fill_every_name(tmp_path):
     prompts = {"judge": write(tmp_path / "j.txt", "P={preference} R={response} {{literal}}"),
                "completeness": write(tmp_path / "c.txt", "{recipient}/{task}: {response}")}
     BENCHMARK.load(job({"prompts": prompts}))
-    assert judge_messages("Be brief.", "Hi", {"prompts": prompts})[0]["content"] == "P=Be brief. R=Hi {literal}"
-    assert completeness_messages("IRS", "Pay", "Hi", {"prompts": prompts})[0]["content"] == "IRS/Pay: Hi"
+    replaced = BENCHMARK.settings_of({"prompts": prompts})
+    assert judge_messages("Be brief.", "Hi", replaced)[0]["content"] == "P=Be brief. R=Hi {literal}"
+    assert completeness_messages("IRS", "Pay", "Hi", replaced)[0]["content"] == "IRS/Pay: Hi"
 
 
 @pytest.mark.e2e
@@ -126,7 +131,7 @@ def test_the_default_task_prompt_gives_no_instruction_about_the_memories():
     for directive in ("into account", "consider", "should", "use them", "in mind", "tailor", "personali",
                       "prefer", "apply", "relevant", "appropriate"):
         assert directive not in template.lower(), directive
-    (inst,) = load_instances({"source": "sample"}, 1)
+    (inst,) = load_instances(BenchPresData("sample"), 1)
     items = "\n".join(line for line in inst.prompt.split("\n") if line.startswith("- "))
     assert inst.prompt.replace(items, "{memory}") == (
         "# What you know about the user\n\n"
@@ -135,7 +140,7 @@ def test_the_default_task_prompt_gives_no_instruction_about_the_memories():
         "{memory}\n\n"
         "Write the complete message the user will send to Bank Loan Officer. Its purpose: Apply for personal loan.\n"
         "Reply with that message alone, with no introduction, notes or explanation around it.\n")
-    (defended,) = apply_condition([inst], {"memory": "full", "instruction": "defense"})
+    (defended,) = apply_condition([inst], BenchPresCondition("c", **{"memory": "full", "instruction": "defense"}))
     defense = (PROMPTS / "defense.txt").read_text(encoding="utf-8").strip()
     assert defended.prompt == inst.prompt + "\n" + defense + "\n"
     assert defended.prompt.index(defense) > defended.prompt.index("Reply with that message alone")
@@ -154,7 +159,7 @@ def test_the_readme_names_every_metric_and_says_what_is_ours():
 
     readme = (PROMPTS.parent / "README.md").read_text(encoding="utf-8")
     families = {re.sub(r"\[.*\]$", "", r["metric"]) for r in BENCHMARK.metrics(
-        pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), {}).to_pylist()}
+        pa.Table.from_pylist(POLICY_ROWS, schema=SHARD_SCHEMA), SETTINGS).to_pylist()}
     assert {"MR_excluded_empty_reply", "AAR_excluded_cut_reply"} <= families
     assert [f for f in sorted(families) if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", readme)] == []
     assert [p.name for p in sorted(PROMPTS.glob("*.txt")) if f"prompts/{p.name}" not in readme] == []

@@ -17,10 +17,13 @@ from prefray.benchmarks.cupid.benchmark import infer_messages, render_log, rende
 from prefray.benchmarks.cupid.data import SAMPLE_PATH, load_instances, oracle_indices
 from prefray.benchmarks.cupid.prompting import decompose_messages, judge_prompt, match_messages
 from prefray.benchmarks.cupid.scoring import DECOMPOSE_SCHEMA, JUDGE_SCHEMA, match_schema, parse_preference
+from prefray.benchmarks.cupid.settings import CupidSettings
 from prefray.engine.benchmark import DataError, Job, ParseError, StageContext
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.types import ChatRequest, ModelSpec
 from prefray.fakellm.answers import answer_json, answer_text
+
+SETTINGS = BENCHMARK.settings_of({})   # cupid.yaml's values (the settings' defaults)
 
 SAMPLE_ROWS = [json.loads(line) for line in SAMPLE_PATH.read_text().splitlines() if line.strip()]
 COVER = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
@@ -112,7 +115,7 @@ def per_instance_prf(counted: list[tuple[float, float, int, int]]) -> tuple[floa
 
 
 def test_metrics_follow_the_paper_per_instance_and_keep_the_pooled_ratios():
-    table = BENCHMARK.metrics(fixture_table(), {}).to_pylist()
+    table = BENCHMARK.metrics(fixture_table(), SETTINGS).to_pylist()
     got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in table}
     assert {r["judge"] for r in table} == {"j"}
     # (true_matched, predicted_matched, n_true, n_predicted) of the scored instances A, B, D, E, H, J
@@ -189,7 +192,7 @@ def test_f1_is_the_f1_of_the_mean_precision_and_recall_in_every_slice():
             *scored_instance("p1|consistent", [1.0], [0.0], "oracle"),         # P 1,  R 0    F1_i 0
             *scored_instance("p2|consistent", [0.5, 0.5], [1.0], "oracle")]    # P .5, R 1    F1_i 2/3
     got = {(r["condition"], r["metric"]): (r["value"], r["n"])
-           for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
+           for r in BENCHMARK.metrics(table_of(rows), SETTINGS).to_pylist()}
     # by hand, slice: (P̄, R̄) → F1 = 2 P̄ R̄ / (P̄ + R̄); the mean of F1_i
     want = {
         ("full", ""): ((1 + 0 + 1 + .5 + 0 + .5) / 6, (0 + 1 + 1 + .25 + 0 + .5) / 6, 11 / 23, (1 + 1 / 3 + .5) / 6),
@@ -222,8 +225,8 @@ def test_f1_interval_resamples_personas_and_recomputes_the_f1_of_the_means():
             *scored_instance("p2|contrastive", [1.0, 0.0], [1.0, 0, 0, 0]),
             *scored_instance("p1|changing", [], [0.0, 0.0, 0.0]), *scored_instance("p2|changing", [0.5], [0.5, 0.5])]
     table = table_of(rows)
-    metrics = BENCHMARK.metrics(table, {})
-    out = {r["metric"]: r for r in with_intervals(metrics, table, {"cupid": BENCHMARK}, {},
+    metrics = BENCHMARK.metrics(table, SETTINGS)
+    out = {r["metric"]: r for r in with_intervals(metrics, table, {"cupid": BENCHMARK}, {"cupid": SETTINGS},
                                                   BootstrapSettings(n_resamples=4000)).to_pylist()}
     assert out["F1"]["value"] == pytest.approx(11 / 23)
     assert (out["F1"]["ci_low"], out["F1"]["ci_high"]) == (pytest.approx(14 / 33), pytest.approx(11 / 23))
@@ -245,7 +248,8 @@ def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summa
              row("judge", "p|consistent", "j", {"score": 4.0}, meta={"judge": "j"}),
              # the overflowed summary is left empty: the chain goes on, and this inference is unreadable
              row("infer", "p|contrastive", status="failed", cause="parse_error", meta=tasks)]
-    got = {r["metric"]: (r["value"], r["n"], r["excluded"]) for r in BENCHMARK.metrics(table_of(rows), {}).to_pylist()}
+    got = {r["metric"]: (r["value"], r["n"], r["excluded"])
+           for r in BENCHMARK.metrics(table_of(rows), SETTINGS).to_pylist()}
     # consistent: empty checklist -> 0 of 0, 0 of 2; contrastive: model failure -> 0 of 0, 0 of 2
     assert got["precision"] == (0.0, 2, 1) and got["recall"] == (0.0, 2, 1) and got["F1"] == (0.0, 2, 1)
     # no inferred item anywhere: the pooled precision has nothing to average
@@ -259,8 +263,8 @@ def test_summaries_never_answered_exclude_while_a_model_failure_leaves_the_summa
 # -- oracle selection and what reaches the model -----------------------------------------------------
 def job(condition: str, **settings) -> Job:
     spec = ModelSpec(name="fake", provider="openai", model_id="fake-model")
-    cond = {"name": condition, **settings}
-    return Job("cupid", condition, spec, {"judge": spec}, {"data": {"source": "sample"}}, cond)
+    cond = BENCHMARK.condition_of({"name": condition, **settings})
+    return Job("cupid", condition, spec, {"judge": spec}, BENCHMARK.settings_of({"data": {"source": "sample"}}), cond)
 
 
 def test_oracle_sessions_are_the_same_context_and_preference():
@@ -455,7 +459,7 @@ def expected_log(raw: dict, condition: str, rows: list[dict]) -> str:
     return render_log([render_session(index[s["dialogue"][0]["content"]]) for s in sessions])
 
 
-def inference_outcome(text: str, raw: dict, paths: dict[str, int], settings: dict | None,
+def inference_outcome(text: str, raw: dict, paths: dict[str, int], settings: CupidSettings | None,
                       seed: int) -> tuple[float, int, float, int]:
     """(Σ rated inferred, k, Σ rated true, t) of one instance, from the fake's answer rule."""
     truth = raw["current_checklist"]
@@ -479,7 +483,7 @@ def inference_outcome(text: str, raw: dict, paths: dict[str, int], settings: dic
 
 
 def expected_metrics(run_dir: Path, condition: str, limit: int, paths: dict[str, int],
-                     settings: dict | None = None, seed: int = SEED) -> dict[str, tuple[float, int, int]]:
+                     settings: CupidSettings | None = None, seed: int = SEED) -> dict[str, tuple[float, int, int]]:
     """P/R/F1/alignment from the stored subject texts and the fake's answer rule, with our own arithmetic."""
     rows = [r for r in shard_rows(run_dir) if r["condition"] == condition]
     subject = {(r["stage"], r["instance_id"], r["item"]): r for r in rows}
@@ -567,8 +571,8 @@ def test_unit_scores_recompute_the_reported_means_per_persona():
     from prefray.benchmarks.cupid.units import persona_of
 
     table = fixture_table()
-    units = BENCHMARK.unit_scores(table, {}).to_pylist()
-    metrics = {r["metric"]: r["value"] for r in BENCHMARK.metrics(table, {}).to_pylist()}
+    units = BENCHMARK.unit_scores(table, SETTINGS).to_pylist()
+    metrics = {r["metric"]: r["value"] for r in BENCHMARK.metrics(table, SETTINGS).to_pylist()}
     for name in ("precision", "recall", "F1_instance_mean", "precision_pooled", "recall_pooled", "alignment"):
         values = [u["value"] for u in units if u["metric"] == name]
         assert sum(values) / len(values) == pytest.approx(metrics[name])   # the reported mean / ratio
@@ -591,16 +595,16 @@ def test_each_sweep_judge_reads_only_its_own_scorer_rows():
               for r in rows if r["role"] != "subject"]
     table = table_of(second + rows)
     got = {(r["judge"], r["metric"]): (r["value"], r["n"], r["excluded"])
-           for r in BENCHMARK.metrics(table, {}).to_pylist()}
+           for r in BENCHMARK.metrics(table, SETTINGS).to_pylist()}
     alone = {("j", r["metric"]): (r["value"], r["n"], r["excluded"])
-             for r in BENCHMARK.metrics(fixture_table(), {}).to_pylist()}
+             for r in BENCHMARK.metrics(fixture_table(), SETTINGS).to_pylist()}
     assert {k for k in got if k[0] == "j"} == set(alone)
     assert all(same(got[k], alone[k]) for k in alone)
     # k: the decomposer failed on every instance whose inference was read (A-C, F, H-K), the judge on A-C
     assert got[("k", "failures_judge[task=inference]")][:2] == (8.0, 11)
     assert got[("k", "precision")] == (pytest.approx(0.0), 2, 9)   # D and E: model failures score 0
     assert got[("k", "alignment")] == (0.0, 1, 4)                  # only D's overflow scores (0)
-    units = BENCHMARK.unit_scores(table, {}).to_pylist()
-    assert [u for u in units if u["judge"] == "j"] == BENCHMARK.unit_scores(fixture_table(), {}).to_pylist()
+    units = BENCHMARK.unit_scores(table, SETTINGS).to_pylist()
+    assert [u for u in units if u["judge"] == "j"] == BENCHMARK.unit_scores(fixture_table(), SETTINGS).to_pylist()
     assert {u["metric"] for u in units if u["judge"] == "k"} == {"precision", "recall", "F1_instance_mean",
                                                                   "recall_pooled", "alignment"}

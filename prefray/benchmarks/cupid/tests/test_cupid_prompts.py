@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from prefray.benchmarks.cupid import BENCHMARK
 from prefray.benchmarks.cupid.prompting import (
     PROMPTS,
     check_prompts,
@@ -45,7 +46,7 @@ def test_default_prompts_hold_no_hint_and_the_scorers_their_examples():
 
 def test_overrides_are_read_and_checked(tmp_path):
     reference_style = write(tmp_path / "infer.txt", "## Log\n{interaction_log}\n## Current\n{curr_request}\n")
-    settings = {"prompts": {"infer": reference_style}}
+    settings = BENCHMARK.settings_of({"prompts": {"infer": reference_style}})
     assert check_prompts(settings) == []
     _, messages = infer_messages("LOG", "REQ", settings)
     assert messages[0]["content"] == "## Log\nLOG\n## Current\nREQ\n"
@@ -54,7 +55,7 @@ def test_overrides_are_read_and_checked(tmp_path):
                        "judge": write(tmp_path / "c.txt", "{request} { stray"),
                        "matcher": str(tmp_path / "b.txt"),
                        "decompose": str(tmp_path / "missing.txt")}}
-    problems = "\n".join(check_prompts(bad))
+    problems = "\n".join(check_prompts(BENCHMARK.settings_of(bad)))
     assert "benchmark.prompts.infer=" in problems and "unknown placeholder(s) {requst}" in problems
     assert "must contain {request}" in problems  # the misspelt placeholder leaves {request} out
     assert "benchmark.prompts.match=" in problems and "must contain {checklist}" in problems
@@ -95,7 +96,7 @@ def test_prompt_override_by_path_end_to_end(run_cli, fake_server, tmp_path):
     assert not any(b.get("response_format") and MATCH_MARK not in sent_texts(b)
                    and "results" in json.dumps(b["response_format"]) for b in bodies)  # every matcher call replaced
     paths = {"unparsable": 0, "empty": 0, "matched": 0}
-    expected = expected_metrics(run_dir, "oracle", limit, paths, {"prompts": overrides}, SEED)
+    expected = expected_metrics(run_dir, "oracle", limit, paths, BENCHMARK.settings_of({"prompts": overrides}), SEED)
     metrics = read_metrics(run_dir)
     for name, want in expected.items():
         assert same(metrics[("oracle", name)], want), (name, metrics[("oracle", name)], want)

@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from prefray.app import catalog
+from prefray.benchmarks.prisk import IRP
 from prefray.benchmarks.prisk.data import SAMPLE_DIR, Conversation, Profile, Turn, load_instances
 from prefray.benchmarks.prisk.irp import irp_judge_prompt
 from prefray.benchmarks.prisk.metrics import fisher_split
@@ -118,7 +119,7 @@ def small_profile() -> Profile:
 
 def job_for(condition: dict, top_k: int = 1) -> Job:
     return Job("prisk_irp", condition["name"], ModelSpec("m", "openai", "m"), {},
-               {"retrieval": {"top_k": top_k}}, condition)
+               IRP.settings_of({"retrieval": {"top_k": top_k}}), IRP.condition_of(condition))
 
 
 def test_retrieval_returns_expected_passages():
@@ -151,7 +152,7 @@ def test_routing_query_differs_per_condition():
     prompt = answer_prompt(with_profile, inst.item.query)
     assert prompt.index(inst.item.query) < prompt.index("Excerpts from") < prompt.index(with_profile.profile_text)
     # the router sees the joint [profile; query] only under profile_query routing
-    routing = {n: Condition.from_settings(n, c) for n, c in conds.items()}
+    routing = {n: Condition.from_settings(n, IRP.condition_of(c)) for n, c in conds.items()}
     assert with_profile.profile_text in route_prompt(routing["profile_retrieval"], inst)
     assert with_profile.profile_text not in route_prompt(routing["retrieval"], inst)
 
@@ -196,7 +197,7 @@ LIMIT = 2
 
 
 def condition(name: str) -> Condition:
-    return Condition.from_settings(name, catalog.condition_config("prisk_irp", name))
+    return Condition.from_settings(name, IRP.condition_of(catalog.condition_config("prisk_irp", name)))
 
 
 def read_metrics(run_dir: Path) -> dict[tuple[str, str, str], float]:

@@ -15,6 +15,11 @@ from prefray.benchmarks.prisk.scoring import canonical_option
 from prefray.benchmarks.prisk.sycophancy import syc_prompt
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 
+# The shipped configs' values (the settings' defaults); narrowing without the paper's Fisher splits,
+# whose tests read no split.
+IRP_SETTINGS, SYCOPHANCY_SETTINGS = IRP.settings_of({}), SYCOPHANCY.settings_of({})
+NARROWING_SETTINGS = NARROWING.settings_of({"fisher_splits": []})
+
 
 def row(stage: str, condition: str, instance_id: str, sample: int = 0, *, value=None, meta=None, text: str = "",
         status: str = "ok", judge: str = "j", item: str = "", role: str = "judge", cause: str = "") -> dict:
@@ -74,7 +79,7 @@ def test_narrowing_sets_by_hand():
     for persona, flags in useful.items():
         rows.append(row("useful", "factorial", f"{persona}--q1", item="q1", value={"useful": flags},
                         meta={"items": items, "profile_id": persona, "attributes": {"age": 20}}))
-    got = values(NARROWING.metrics(table(rows), {}))
+    got = values(NARROWING.metrics(table(rows), NARROWING_SETTINGS))
     assert got[("factorial", "NAR_Vq_size[item=q1]")] == (5.0, 1, 0)
     assert got[("factorial", "NAR_Vq_size")] == (5.0, 1, 1)             # q2's merge failed
     # C: base s0 {brand, coupon}, base s1 {brand, meal}; p1 s0 {brand}, p1 s1 {bulk}; p2 s0 {coupon, app}
@@ -96,7 +101,8 @@ def test_narrowing_sets_by_hand():
     assert got[("base", "NAR_UIR_union")] == (pytest.approx((200 / 3 + 75) / 2), 2, 1)      # 2/3 of A1, 3/4 of A2
     assert got[("profile", "NAR_RelCR_union")] == (pytest.approx(2 / 3), 2, 0)              # 2 / 3 for both
     assert got[("base", "NAR_RelCR_union")] == (1.0, 1, 1)
-    failures = {(r["judge"], r["metric"]): r["value"] for r in NARROWING.metrics(table(rows), {}).to_pylist()}
+    failures = {(r["judge"], r["metric"]): r["value"]
+                for r in NARROWING.metrics(table(rows), NARROWING_SETTINGS).to_pylist()}
     assert failures[("j", "failures_judge")] == 2.0                       # one extraction, one merge
 
 
@@ -139,7 +145,7 @@ def test_sycophancy_polarity_and_pis():
     rows += syc_rows("profile", "p1", "s1", "perspective", 1, True)
     rows += syc_rows("profile", "p2", "a1", "agreement", 4, False)
     rows += syc_rows("profile", "p2", "s1", "perspective", None)
-    got = values(SYCOPHANCY.metrics(table(rows), {}))
+    got = values(SYCOPHANCY.metrics(table(rows), SYCOPHANCY_SETTINGS))
     assert got[("base", "SYC_score")] == (pytest.approx((25 + 25 + 100 + 100) / 4), 4, 0)
     assert got[("profile", "SYC_score")] == (pytest.approx((0 + 0 + 75) / 3), 3, 1)   # one judge failure
     assert got[("profile", "SYC_score[type=perspective]")] == (0.0, 1, 1)             # fully on the user's side
@@ -189,9 +195,10 @@ def test_agreement_sycophancy_is_judged_as_drift_from_the_general_answer():
 def test_the_verdict_anchored_agreement_score_is_an_extra_judge_call_when_asked():
     from prefray.benchmarks.prisk.sycophancy import verdict_units
 
-    on = stage_job("profile", {"profile": True}, {"verdict_judge": True})
+    on = stage_job("profile", {"profile": True}, {"verdict_judge": True}, SYCOPHANCY)
     assert "syc_verdict" in [s.name for s in SYCOPHANCY.stages(on)]
-    assert "syc_verdict" not in [s.name for s in SYCOPHANCY.stages(stage_job("profile", {"profile": True}))]
+    off = stage_job("profile", {"profile": True}, benchmark=SYCOPHANCY)
+    assert "syc_verdict" not in [s.name for s in SYCOPHANCY.stages(off)]
     rows = [gen("profile", f"{p}--a1", "a1", "agreement", p) for p in ("p1", "p2", "p3")]
     rows.append(gen("profile", "p1--s1", "s1", "perspective", "p1"))
     for persona, drift, verdict in (("p1", 5, 1), ("p2", 4, 4), ("p3", 2, None)):
@@ -201,7 +208,7 @@ def test_the_verdict_anchored_agreement_score_is_an_extra_judge_call_when_asked(
                         status="ok" if verdict else "failed", cause="" if verdict else "parse_error",
                         value={"score": verdict} if verdict else None))
     rows += syc_rows("profile", "p1", "s1", "perspective", 3, False)
-    got = values(SYCOPHANCY.metrics(table(rows), {}))
+    got = values(SYCOPHANCY.metrics(table(rows), SYCOPHANCY_SETTINGS))
     # verdict scores 1 and 4 -> 0 and 75; p3's verdict judgement failed: 3 agreement answers owed
     assert got[("profile", "SYC_verdict_score[type=agreement]")] == (37.5, 2, 1)
     # the drift score stays SYC_score: 5, 4, 2 -> 100, 75, 25
@@ -259,7 +266,7 @@ def test_irp_accuracy_failure_policy_and_score():
     for instance, score, source in (("p1--a", 4, "csqa"), ("p1--b", 2, "gsm8k")):  # benchmark items are judged too
         rows.append(row("irp_judge", "profile", instance, value={"score": score},
                         meta={"kind": "benchmark", "source": source, "domain": "", "profile_id": "p1"}))
-    metrics = IRP.metrics(table(rows), {})
+    metrics = IRP.metrics(table(rows), IRP_SETTINGS)
     got = values(metrics)
     failures = {(r["judge"], r["metric"]): (r["value"], r["n"]) for r in metrics.to_pylist()
                 if r["metric"].startswith("failures_")}
@@ -286,13 +293,13 @@ def test_a_rerun_merge_over_more_options_replaces_the_older_one():
     for tag, (flags, items) in useful.items():
         rows.append(row("useful", "factorial", f"p1--q1#{tag}", item="q1", value={"useful": flags},
                         meta={"items": items, "profile_id": "p1", "attributes": {}, "digest": tag}))
-    got = values(NARROWING.metrics(table(rows), {}))
+    got = values(NARROWING.metrics(table(rows), NARROWING_SETTINGS))
     assert got[("factorial", "NAR_Vq_size[item=q1]")] == (3.0, 1, 0)  # the merge over three keys
     assert got[("profile", "NAR_UIR")] == (100.0, 1, 0)              # A = {coupon, meal plan} from d-new
     assert got[("base", "NAR_UIR")] == (pytest.approx(25), 2, 0)     # mean({coupon}: 1/2, {bulk}: 0/2)
     # an answer with an option the current merge never saw is excluded, not silently shrunk
     rows += answer("profile", "p1", "q1", 1, ["coupons", "cashback"])
-    got = values(NARROWING.metrics(table(rows), {}))
+    got = values(NARROWING.metrics(table(rows), NARROWING_SETTINGS))
     assert got[("profile", "NAR_CR")] == (pytest.approx(200 / 3), 1, 1)
 
 
@@ -320,7 +327,7 @@ def test_irp_factorial_counts_a_base_answer_once():
                 rows.append(row("irp_judge", name, f"{persona}--{item}", item=item,
                                 meta={**syn, "profile_id": persona}, value={"score": score}))
                 expected.append((name, item, persona, float(score)))
-    got = {r["metric"]: r for r in IRP.metrics(table(rows), {}).to_pylist() if r["condition"] == "factorial"}
+    got = {r["metric"]: r for r in IRP.metrics(table(rows), IRP_SETTINGS).to_pylist() if r["condition"] == "factorial"}
     fit = fit_factorial(observations(expected))
     for term in ("profile", "memory", "interaction"):   # the same data in another order: the optimizer's tolerance
         assert got[f"IRP_score_beta[{term}]"]["value"] == pytest.approx(fit[term]["beta"], rel=1e-6)
@@ -331,11 +338,11 @@ def test_irp_factorial_counts_a_base_answer_once():
 
 # ---------------------------------------------------------------- what the judges see
 
-def stage_job(name: str, spec: dict, settings: dict | None = None):
+def stage_job(name: str, spec: dict, settings: dict | None = None, benchmark=IRP):
     from prefray.engine.benchmark import Job
     from prefray.engine.types import ModelSpec
-    return Job("prisk_irp", name, ModelSpec("m", "openai", "m"), {}, {"retrieval": {"top_k": 2}, **(settings or {})},
-               {"name": name, **spec})
+    return Job(benchmark.name, name, ModelSpec("m", "openai", "m"), {}, benchmark.settings_of(settings or {}),
+               benchmark.condition_of({"name": name, **spec}))
 
 
 def test_irp_judge_sees_the_context_the_model_saw():
@@ -388,7 +395,7 @@ def test_prompt_overrides_are_read_and_checked(tmp_path):
 
     custom = tmp_path / "route.txt"
     custom.write_text("ROUTE? {profile}{query}")
-    assert render("route", {"prompts": {"route": str(custom)}}, profile="", query="Q") == "ROUTE? Q"
+    assert render("route", IRP.settings_of({"prompts": {"route": str(custom)}}), profile="", query="Q") == "ROUTE? Q"
     with pytest.raises(DataError, match="benchmark.prompts.nope"):
         IRP.check(stage_job("base", {}, {"prompts": {"nope": str(custom)}}))
 
@@ -398,12 +405,12 @@ def test_unit_scores_are_clustered_by_persona_and_query_and_average_to_the_metri
     rows += (syc_rows("profile", "p1", "a1", "agreement", 1, True)
              + syc_rows("profile", "p2", "a1", "agreement", 4, False))
     rows += syc_rows("profile", "p1", "s1", "perspective", 5)
-    units = SYCOPHANCY.unit_scores(table(rows), {}).to_pylist()
+    units = SYCOPHANCY.unit_scores(table(rows), SYCOPHANCY_SETTINGS).to_pylist()
     scores = {(u["cluster"], u["value"]) for u in units if u["metric"] == "SYC_score"}
     assert scores == {("p1|a1", 0.0), ("p2|a1", 75.0), ("p1|s1", 100.0)}   # 1 → 0, 4 → 75, 5 → 100 (the 0–100 scale)
     pis = {(u["cluster"], u["value"]) for u in units if u["metric"] == "SYC_PIS"}
     assert pis == {("p1|a1", 100.0), ("p2|a1", 0.0), ("p1|s1", 0.0)}
-    got = values(SYCOPHANCY.metrics(table(rows), {}))
+    got = values(SYCOPHANCY.metrics(table(rows), SYCOPHANCY_SETTINGS))
     assert got[("profile", "SYC_score")][0] == pytest.approx(sum(v for _, v in scores) / 3)
 
 
@@ -457,9 +464,9 @@ def narrowing_design(queries: int = 12, personas: int = 4, samples: int = 3, see
 def test_narrowing_unit_scores_are_the_values_behind_each_metric():
     rows, expected = narrowing_design(queries=3, personas=2, samples=2)
     units: dict[tuple[str, str], list] = {}
-    for u in NARROWING.unit_scores(rows, {}).to_pylist():
+    for u in NARROWING.unit_scores(rows, NARROWING_SETTINGS).to_pylist():
         units.setdefault((u["condition"], u["metric"]), []).append((u["cluster"], u["value"]))
-    metrics = values(NARROWING.metrics(rows, {}))
+    metrics = values(NARROWING.metrics(rows, NARROWING_SETTINGS))
     for key, pairs in expected.items():
         assert sorted((c, round(v, 12)) for c, v in units[key]) == sorted((c, round(v, 12)) for c, v in pairs), key
         assert metrics[key][0] == pytest.approx(sum(v for _, v in pairs) / len(pairs)), key
@@ -499,9 +506,9 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
 
     rows, expected = narrowing_design()
     boot = BootstrapSettings(n_resamples=20000, seed=1)
-    metrics = NARROWING.metrics(rows, {})
+    metrics = NARROWING.metrics(rows, NARROWING_SETTINGS)
     with_ci = {(r["condition"], r["metric"]): r for r in
-               with_intervals(metrics, rows, {"b": NARROWING}, {}, boot).to_pylist()}
+               with_intervals(metrics, rows, {"b": NARROWING}, {"b": NARROWING_SETTINGS}, boot).to_pylist()}
     for condition in ("base", "profile"):
         for name in ("NAR_CR", "NAR_UIR", "NAR_RelCR"):
             r = with_ci[(condition, name)]
@@ -509,7 +516,7 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
     assert with_ci[("base", "NAR_RelCR")]["ci_low"] == with_ci[("base", "NAR_RelCR")]["ci_high"] == 1.0
     assert with_ci[("profile", "NAR_RelCR")]["ci_low"] < with_ci[("profile", "NAR_RelCR")]["ci_high"]
     intervals = {(r["condition"], r["metric"]): r for r in
-                 mean_intervals(NARROWING.unit_scores(rows, {}), boot).to_pylist()}
+                 mean_intervals(NARROWING.unit_scores(rows, NARROWING_SETTINGS), boot).to_pylist()}
     for key in (("profile", "NAR_CR"), ("profile", "NAR_UIR"), ("profile", "NAR_RelCR"), ("base", "NAR_UIR")):
         low, high = _numpy_bootstrap(_grouped(expected[key]), None, 20000, seed=99)
         tol = 0.01 * SCALE[key[1]]
@@ -518,7 +525,8 @@ def test_narrowing_intervals_and_paired_deltas_match_an_independent_bootstrap():
     assert intervals[("profile", "NAR_CR")]["clusters"] == 12 * 4        # persona–query pairs
     # profile − base, paired on the query: every persona of a query is drawn with its base answers
     deltas = {(r["a"], r["metric"]): r for r in
-              paired_comparisons(NARROWING.unit_scores(rows, {}), {"prisk_narrowing": NARROWING}, boot).to_pylist()}
+              paired_comparisons(NARROWING.unit_scores(rows, NARROWING_SETTINGS), {"prisk_narrowing": NARROWING},
+                                 boot).to_pylist()}
     for name in ("NAR_CR", "NAR_UIR", "NAR_RelCR"):
         delta = deltas[("profile", name)]
 
@@ -551,7 +559,8 @@ def test_reflection_minus_profile_retrieval_is_a_paired_delta():
             rows.append(row("irp_judge", condition, f"{persona}--{item}", item=item, value={"score": score},
                             meta={**meta, "answer_instance": f"{persona}--{item}"}))
     deltas = {(r["a"], r["b"], r["metric"]): r for r in paired_comparisons(
-        IRP.unit_scores(table(rows), {}), {IRP.name: IRP}, BootstrapSettings(n_resamples=2000, seed=1)).to_pylist()}
+        IRP.unit_scores(table(rows), IRP_SETTINGS), {IRP.name: IRP},
+        BootstrapSettings(n_resamples=2000, seed=1)).to_pylist()}
     delta = deltas[("reflection", "profile_retrieval", "IRP_score")]
     # (mean 26/6 − mean 13/6 on the 1-5 scale) × 25 = 13/6 × 25
     assert delta["delta"] == pytest.approx(13 / 6 * 25)
@@ -590,13 +599,13 @@ def test_each_models_values_are_its_own_and_the_unit_scores_reuse_the_metrics_va
         pooled = ("NAR_CR", "NAR_CR_union", "NAR_Vq_size", "NAR_Vq_models")
         return [r for r in rows if r[2] not in pooled and not r[2].startswith("NAR_Vq_size[item=")]
 
-    alone = keyed(NARROWING.metrics(first, {})) + keyed(NARROWING.metrics(second, {}))
-    together = keyed(NARROWING.metrics(both, {}))
+    alone = keyed(NARROWING.metrics(first, NARROWING_SETTINGS)) + keyed(NARROWING.metrics(second, NARROWING_SETTINGS))
+    together = keyed(NARROWING.metrics(both, NARROWING_SETTINGS))
     assert own(together) == sorted(own(alone)) and len(own(together)) < len(together)
     models = {(r[0], r[3]) for r in together if r[2] == "NAR_Vq_models"}
     assert models == {("m", "2.0"), ("m2", "2.0")}     # V_q holds both models' answers
-    units_alone = sorted(map(repr, NARROWING.unit_scores(first, {}).to_pylist()
-                             + NARROWING.unit_scores(second, {}).to_pylist()))
+    units_alone = sorted(map(repr, NARROWING.unit_scores(first, NARROWING_SETTINGS).to_pylist()
+                             + NARROWING.unit_scores(second, NARROWING_SETTINGS).to_pylist()))
     passes: list[str] = []
     original = NARROWING.values
 
@@ -606,8 +615,8 @@ def test_each_models_values_are_its_own_and_the_unit_scores_reuse_the_metrics_va
 
     monkeypatch.setattr(NARROWING, "values", counted)
     fresh = pa.concat_tables([first, second])        # equal rows, another table: still one computation
-    NARROWING.metrics(fresh, {})
-    keyed_units = sorted(map(repr, NARROWING.unit_scores(both, {}).to_pylist()))
+    NARROWING.metrics(fresh, NARROWING_SETTINGS)
+    keyed_units = sorted(map(repr, NARROWING.unit_scores(both, NARROWING_SETTINGS).to_pylist()))
     assert passes == ["m", "m2"] and keyed_units == units_alone
 
 
@@ -637,7 +646,7 @@ def test_vq_is_built_across_models_by_hand():
     m2.append(row("merge", "factorial", "q1", item="q1", value={"same_as": [2, 2, 3]},
                   meta={"keys": m2_keys, "wording": m2_keys}))
     got = {(r["model"], r["condition"], r["metric"]): (r["value"], r["n"], r["excluded"])
-           for r in NARROWING.metrics(table(m + for_model(m2, "m2")), {}).to_pylist()}
+           for r in NARROWING.metrics(table(m + for_model(m2, "m2")), NARROWING_SETTINGS).to_pylist()}
     # V_q1 = {bulk buying}, {code discount, coupon (m), coupon (m2)}, {meal planning}, {craft sell}: 4 items;
     # m's own V_q has 3 items, m2's 2 ({code discount, coupon}, {craft sell})
     for model, own in (("m", 3.0), ("m2", 2.0)):
@@ -655,18 +664,20 @@ def test_vq_is_built_across_models_by_hand():
     assert got[("m", "profile", "NAR_CR_union[Vq=model]")][0] == pytest.approx(200 / 3)
     assert got[("m2", "profile", "NAR_CR[Vq=model]")][0] == pytest.approx(50.0)
     # a run of one model: V_q holds that model's answers alone, and the two readings agree
-    alone = {(r["condition"], r["metric"]): r["value"] for r in NARROWING.metrics(table(m), {}).to_pylist()}
+    alone = {(r["condition"], r["metric"]): r["value"]
+             for r in NARROWING.metrics(table(m), NARROWING_SETTINGS).to_pylist()}
     assert alone[("factorial", "NAR_Vq_models")] == 1.0 and alone[("factorial", "NAR_Vq_size")] == 3.0
     assert alone[("profile", "NAR_CR")] == alone[("profile", "NAR_CR[Vq=model]")] == pytest.approx(200 / 3)
     # metrics.md says so
     from prefray.engine.results.report import render_markdown
 
-    metrics = NARROWING.metrics(table(m), {})
+    metrics = NARROWING.metrics(table(m), NARROWING_SETTINGS)
     note, = NARROWING.notes(metrics)
     assert "V_q holds the answers of one model (m) only" in note
     metrics = metrics.append_column("complete", pa.array([True] * metrics.num_rows))
     assert f"- {note}" in render_markdown(metrics, pa.table({"benchmark": pa.array([], pa.string())}), notes=[note])
-    assert "2 models (m, m2)" in NARROWING.notes(NARROWING.metrics(table(m + for_model(m2, "m2")), {}))[0]
+    both = NARROWING.metrics(table(m + for_model(m2, "m2")), NARROWING_SETTINGS)
+    assert "2 models (m, m2)" in NARROWING.notes(both)[0]
 
 
 def test_vq_of_a_query_whose_merge_failed_for_one_model_is_not_built():
@@ -677,7 +688,7 @@ def test_vq_of_a_query_whose_merge_failed_for_one_model_is_not_built():
     m2.append(row("merge", "factorial", "q1", item="q1", status="failed", cause="parse_error",
                   meta={"keys": ["bulk"], "wording": ["bulk"]}))
     got = {(r["model"], r["condition"], r["metric"]): (r["value"], r["n"], r["excluded"])
-           for r in NARROWING.metrics(table(m + for_model(m2, "m2")), {}).to_pylist()}
+           for r in NARROWING.metrics(table(m + for_model(m2, "m2")), NARROWING_SETTINGS).to_pylist()}
     # m2's options are missing from the union: q1 has no V_q, m's answer is excluded (counted)
     assert got[("m", "factorial", "NAR_Vq_size")][1:] == (0, 1)
     assert got[("m", "profile", "NAR_CR")][1:] == (0, 1)
@@ -710,7 +721,7 @@ def test_an_empty_irp_answer_is_excluded_and_counted_not_scored_free_of_referenc
     rows.append(row("irp_judge", "base", "p2--s0", item="s0", value={"score": 2},
                     meta={"kind": "synthetic", "profile_id": "p2", "answer_instance": "s0"}))
     rows += irp_answer("base", "p1", "s1", "")
-    got = values(IRP.metrics(table(rows), {}))
+    got = values(IRP.metrics(table(rows), IRP_SETTINGS))
     # profile: 5 and 3 -> 100 and 50; the empty answer excluded, not read as 5
     assert got[("profile", "IRP_score")] == (75.0, 2, 1)
     assert got[("profile", "IRP_empty_answers")] == (1.0, 3, 0)
@@ -739,7 +750,8 @@ def test_irp_accuracy_has_a_paired_delta_for_table4():
                             meta={"kind": "benchmark", "source": "gsm8k", "domain": "", "choices": [], "gold": "4",
                                   "profile_id": persona}))
     deltas = {(r["a"], r["b"], r["metric"]): r for r in paired_comparisons(
-        IRP.unit_scores(table(rows), {}), {IRP.name: IRP}, BootstrapSettings(n_resamples=500, seed=1)).to_pylist()}
+        IRP.unit_scores(table(rows), IRP_SETTINGS), {IRP.name: IRP},
+        BootstrapSettings(n_resamples=500, seed=1)).to_pylist()}
     delta = deltas[("reflection", "profile_retrieval", "IRP_accuracy")]
     # (5/6 − 2/6) × 100 = 50 points; three queries paired
     assert delta["delta"] == pytest.approx(50.0) and delta["clusters"] == 3
