@@ -86,9 +86,10 @@ ENDPOINT_KEYS = ("base_url", "api_key_env", "rpm", "tpm", "max_concurrency", "ti
                  "max_attempts")
 
 
-def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
+def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], location: Path | str) -> None:
     """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (YAML-typed values) on
-    every config; run.dir is fixed and model/judge keys are limited to ENDPOINT_KEYS."""
+    every config; run.dir stays `location` (the run dir as given) and model/judge keys are limited to
+    ENDPOINT_KEYS."""
     import yaml
 
     for override in overrides:
@@ -102,7 +103,7 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
         for cfg in configs:
             _set_dotted(cfg[section], name, yaml.safe_load(value))
     for cfg in configs:
-        cfg["run"]["dir"] = str(run_dir)
+        cfg["run"]["dir"] = str(location)
 
 
 def _set_dotted(section: dict[str, Any], name: str, value: Any) -> None:
