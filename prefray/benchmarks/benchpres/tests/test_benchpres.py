@@ -542,16 +542,17 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
             row("half", 1, "ok", "Hi Captain Jo", {"nicknames": stored["nicknames"]}),  # stored before `empty`
             row("lost", 1, "failed", "", None),                           # no answer: nothing to read
             row("other", 1, "ok", "kept", None, benchmark="elsewhere")]   # a benchmark without the hook
-    folder = RunDir(tmp_path).job("benchpres", "m", "c")
+    run = RunDir(tmp_path)
+    folder = run.job("benchpres", "m", "c")
     folder.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / "part-0.parquet")
 
-    best = latest_attempts(read_rows(RunDir(tmp_path), columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
-    narrow = with_text(RunDir(tmp_path), best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
+    best = latest_attempts(read_rows(run, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
+    narrow = with_text(run, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
     texts = dict(zip(narrow["instance_id"].to_pylist(), narrow["text"].to_pylist()))
     assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "nickless": "   ", "half": "Hi Captain Jo",
                      "lost": None, "other": "kept"}
-    full = latest_attempts(read_rows(RunDir(tmp_path)))
+    full = latest_attempts(read_rows(run))
     ours = pc.equal(narrow["benchmark"], "benchpres")
     assert (decisions(narrow.filter(ours)).to_pylist()
             == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist())
