@@ -43,7 +43,7 @@ from _common import ROOT, launch
 sys.path.insert(0, str(ROOT))
 from prefray.engine.rundir import RunDir  # noqa: E402
 from prefray.engine.rundir.paid import compact_paid, read_paid  # noqa: E402
-from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, read_rows  # noqa: E402
+from prefray.engine.rundir.shards import SHARD_SCHEMA, read_rows  # noqa: E402
 
 TEMPLATES = {
     "benchpres": ("condition=default,defense,no_preferences", "limit=20"),
@@ -93,7 +93,7 @@ def template_runs(root: Path) -> dict[str, tuple[pa.Table, pa.Table]]:
             shutil.rmtree(run_dir, ignore_errors=True)
             launch("-m", f"benchmark={name}", *overrides, "model=fake", "judge=fake", f"run.dir={run_dir}",
                    "run.cache=false", "run.progress=false")
-        out[name] = (read_rows(run_dir), read_paid(run_dir))
+        out[name] = (read_rows(RunDir(run_dir)), read_paid(RunDir(run_dir)))
     return out
 
 
@@ -158,7 +158,7 @@ def write_run(run_dir: Path, templates: dict[str, tuple[pa.Table, pa.Table]], ro
         per_file = -(-table.num_rows // max(1, round(files * SHARE[name])))
         for index, start in enumerate(range(0, table.num_rows, per_file)):
             part = table.slice(start, per_file)
-            folder = job_dir(run_dir, name, "many", "many")
+            folder = RunDir(run_dir).job(name, "many", "many")
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(part.cast(SHARD_SCHEMA), folder / f"mixed-{index:05d}.parquet")
         written += table.num_rows

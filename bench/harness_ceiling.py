@@ -33,6 +33,7 @@ from _common import ROOT, fake_server, launch, rows
 
 sys.path.insert(0, str(ROOT))
 from prefray.engine.results.request_store import read_requests  # noqa: E402
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import read_rows  # noqa: E402
 
 
@@ -53,9 +54,9 @@ async def plain_loop(url: str, bodies: list[dict], concurrency: int) -> float:
 
 def sent_bodies(run_dir: Path) -> list[dict]:
     """The chat-completions body of every request the sweep stored an answer for."""
-    stored = read_rows(run_dir, columns=["request_hash", "model_id", "seed", "status"])
+    stored = read_rows(RunDir(run_dir), columns=["request_hash", "model_id", "seed", "status"])
     stored = stored.filter(pc.equal(stored["status"], "ok")).to_pylist()
-    requests = {r["request_hash"]: r for r in read_requests(run_dir).to_pylist()}
+    requests = {r["request_hash"]: r for r in read_requests(RunDir(run_dir)).to_pylist()}
     bodies = []
     for row in stored:
         request = requests[row["request_hash"]]

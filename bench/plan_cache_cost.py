@@ -33,13 +33,14 @@ def plan(overrides: list[str], run_dir: Path) -> list[dict[str, Any]]:
     from prefray.app.compose import compose_sweep
     from prefray.app.preflight import load_datasets
     from prefray.engine.flow.counting import count
+    from prefray.engine.rundir import RunDir
     from prefray.engine.sweep import Sweep
 
     _, jobs, benchmarks = compose_sweep([*overrides, f"run.dir={run_dir}"], multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     if errors:
         raise SystemExit("cannot plan:\n  " + "\n  ".join(errors))
-    rows = count(Sweep.assemble(jobs, benchmarks, instances, run_dir)).to_pylist()
+    rows = count(Sweep.assemble(jobs, benchmarks, instances, RunDir(run_dir))).to_pylist()
     return [r for r in rows if not r["cached"]]
 
 

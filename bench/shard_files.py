@@ -27,19 +27,21 @@ import pyarrow.parquet as pq
 from _common import ROOT
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, shard_files  # noqa: E402
+from prefray.engine.rundir import RunDir  # noqa: E402
+from prefray.engine.rundir.shards import SHARD_SCHEMA, shard_files  # noqa: E402
 
 ANSWER = "An ordinary sentence of a model's answer, long enough to look like one. " * 12
 
 READ_SCRIPT = """
 import json, resource, sys, time
 from prefray.engine.rundir.shards import read_rows
+from prefray.engine.rundir import RunDir
 def rss_kb():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 before = rss_kb()
 start = time.perf_counter()
-table = read_rows(sys.argv[1])
+table = read_rows(RunDir(sys.argv[1]))
 elapsed = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"s": elapsed, "peak_mb": (peak - before) / 1024, "rows": table.num_rows,
@@ -72,7 +74,7 @@ def write_run(run_dir: Path, files: int, per_file: int, jobs: int) -> int:
     per_job = files // jobs
     for j in range(jobs):
         job = ("bench", f"m{j}", "default")
-        folder = job_dir(run_dir, *job)
+        folder = RunDir(run_dir).job(*job)
         folder.mkdir(parents=True)
         block = synthetic_rows(0, per_job * per_file, job)
         for n in range(per_job):
@@ -89,7 +91,7 @@ def read_once(run_dir: Path) -> dict:
 def measure(run_dir: Path, repeats: int) -> dict:
     runs = [read_once(run_dir) for _ in range(repeats)]
     return {"s": statistics.median(r["s"] for r in runs), "peak_mb": statistics.median(r["peak_mb"] for r in runs),
-            "rows": runs[0]["rows"], "data_mb": runs[0]["data_mb"], "files": len(shard_files(run_dir))}
+            "rows": runs[0]["rows"], "data_mb": runs[0]["data_mb"], "files": len(shard_files(RunDir(run_dir)))}
 
 
 def main() -> None:
@@ -119,7 +121,7 @@ def measure_run(run_dir: Path, args: argparse.Namespace) -> None:
     large = measure(run_dir, args.repeats)
     if large["rows"] != small["rows"]:
         raise SystemExit(f"compaction changed the rows read: {small['rows']} → {large['rows']}")
-    size_mb = sum(Path(f).stat().st_size for f in shard_files(run_dir)) / 2**20
+    size_mb = sum(Path(f).stat().st_size for f in shard_files(RunDir(run_dir))) / 2**20
     for name, m in (("small shards", small), ("compacted", large)):
         print(f"{name:13} {m['files']:6d} files  read_rows {m['s']:6.2f} s  peak RSS +{m['peak_mb']:7.0f} MB  "
               f"({m['rows']} rows, {m['data_mb']:.0f} MB in Arrow)")

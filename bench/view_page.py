@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 from _common import ROOT, free_port
 
 sys.path.insert(0, str(ROOT))
-from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir  # noqa: E402
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import SHARD_SCHEMA  # noqa: E402
 
 CATEGORIES = ["tone", "style", "role", "markers", "nickname"]
 CELL = {"benchmark": "bench", "model": "m", "condition": "default", "judge": "fj"}
@@ -57,7 +58,7 @@ def synthetic_rows(start: int, count: int) -> pa.Table:
 
 
 def write_run(run_dir: Path, total: int, per_file: int) -> int:
-    folder = job_dir(run_dir, "bench", "m", "default")
+    folder = RunDir(run_dir).job("bench", "m", "default")
     folder.mkdir(parents=True)
     files = 0
     for start in range(0, total, per_file):

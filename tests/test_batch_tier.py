@@ -24,6 +24,7 @@ from prefray.engine.calls.batch.records import key_of, request_key
 from prefray.engine.calls.batch.results import anthropic_line, openai_line
 from prefray.engine.calls.batch.tier import TierError, apply_run_tier, batch_priced
 from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings
+from prefray.engine.rundir import RunDir
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import ROOT, command_here
 
@@ -231,7 +232,7 @@ def test_budget_closes_before_a_batch_that_would_exceed_it(run_cli, make_fake_se
     probe = tmp_path / "probe"
     run_cli(*BENCHPRES, *overrides(server), *FAST, "run.tier=batch", f"run.dir={probe}")
     fake = ModelSpec.from_config({**_fake_config(), "tier": "batch"})
-    sent = {r["request_hash"]: r for r in read_requests(probe).to_pylist()}
+    sent = {r["request_hash"]: r for r in read_requests(RunDir(probe)).to_pylist()}
     most: dict[str, float] = {}
     for row in rows(probe):
         request = sent[row["request_hash"]]

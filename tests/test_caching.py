@@ -12,6 +12,7 @@ from prefray.engine.calls.batch.tier import tier_cost
 from prefray.engine.calls.pricing import cache_saving, cacheable_tokens, call_cost, expected_cache, max_call_cost
 from prefray.engine.calls.providers.caching import anthropic_breakpoint, prefix_text, prompt_cache_key
 from prefray.engine.results.aggregate import ledger
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.paid import PAID_SCHEMA, PaidLog, read_paid
 from prefray.engine.types import ChatRequest, ModelSpec, cache_through
 from prefray.fakellm import answers
@@ -179,12 +180,12 @@ def test_the_ledger_records_cached_tokens_and_reads_ledgers_written_before_them(
     old = old.set_column(0, "provider", pa.array(["openai"])).set_column(1, "model_id", pa.array(["gpt"]))
     old = old.set_column(3, "outcome", pa.array(["ok"])).set_column(4, "input_tokens", pa.array([100]))
     pq.write_table(old.set_column(6, "cost_usd", pa.array([0.5])), run / "ledger" / "paid-old.parquet")
-    log = PaidLog(run, "gateway-x")
+    log = PaidLog(RunDir(run), "gateway-x")
     log.record("openai", "gpt", "h", "sent", 0, 0, 0.0)
     log.record("openai", "gpt", "h", "ok", 5000, 10, call_cost(OPENAI, 5000, 10, 4096), 4096, 0,
                cache_saving(OPENAI, 4096, 0))
     log.close()
-    paid = read_paid(run)
+    paid = read_paid(RunDir(run))
     assert sorted(paid["cache_read_tokens"].to_pylist(), key=str) == [0, 4096, None]
     rows = pa.table({"request_hash": ["h"], "model_id": ["gpt"], "provider": ["openai"], "stage": ["generate"],
                      "cached": [False], "status": ["ok"], "input_tokens": [5000], "output_tokens": [10],
@@ -308,7 +309,7 @@ def test_calls_csv_and_the_viewer_show_each_cells_hit_rate_and_saving(tmp_path):
     generate = next(r for r in calls.to_pylist() if r["stage"] == "generate")
     assert generate["cache_hit_rate"] == pytest.approx(0.8) and generate["cache_saved_usd"] == pytest.approx(0.003)
     pacsv.write_csv(calls, tmp_path / "calls.csv")
-    page = overview_html(RunData(tmp_path))
+    page = overview_html(RunData(RunDir(tmp_path)))
     assert "Spending and the prompt cache" in page
     assert "64.0%" in page and "0.0030" in page and "0.0300" in page     # 1600 of 2500 input tokens read
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import read_rows
 from prefray.fakellm import answers
 from tests.test_reliability_runs import start_launch, wait_for
@@ -24,7 +25,7 @@ NARROWING = ("benchmark=prisk_narrowing", "condition=factorial", "model=fake", "
 
 
 def generation_rows(run_dir: Path) -> list[dict]:
-    rows = read_rows(run_dir, columns=["unit_id", "attempt", "stage", "status", "sample", "text"]).to_pylist()
+    rows = read_rows(RunDir(run_dir), columns=["unit_id", "attempt", "stage", "status", "sample", "text"]).to_pylist()
     return [r for r in rows if r["stage"].startswith("generate")]
 
 

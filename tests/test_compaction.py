@@ -26,7 +26,6 @@ from prefray.engine.rundir.shards import (
     SHARD_SCHEMA,
     absorbed_by,
     compact_folder,
-    job_dir,
     read_rows,
     shard_files,
     write_shard,
@@ -51,9 +50,9 @@ def parquet_names(folder: Path) -> list[str]:
 
 
 def test_compaction_keeps_every_row_once_in_one_zstd_file(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     expected = write_small_shards(folder, 40, 16)
-    before = read_rows(tmp_path).sort_by("unit_id")
+    before = read_rows(RunDir(tmp_path)).sort_by("unit_id")
     done = compact_folder(folder)
     assert (done.absorbed, done.written, done.rows) == (40, 1, 640)
     (large,) = parquet_names(folder)
@@ -61,14 +60,14 @@ def test_compaction_keeps_every_row_once_in_one_zstd_file(tmp_path):
     metadata = pq.read_metadata(folder / large)
     assert metadata.row_group(0).column(0).compression == "ZSTD"
     assert len(absorbed_by(folder / large)) == 40
-    after = read_rows(tmp_path).sort_by("unit_id")
+    after = read_rows(RunDir(tmp_path)).sort_by("unit_id")
     assert set(after["unit_id"].to_pylist()) == expected
     assert after.equals(before)
     assert compact_folder(folder).written == 0  # nothing left to roll
 
 
 def test_a_shard_written_before_a_column_existed_is_compacted_with_that_column_null(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     write_small_shards(folder, 2, 3)
     older = pa.Table.from_pylist(unit_rows(6, 3)).select(["unit_id", "attempt", "stage", "status", "text"])
     pq.write_table(older.cast(pa.schema([SHARD_SCHEMA.field(n) for n in older.column_names])), folder / "older.parquet")
@@ -81,7 +80,7 @@ def test_a_shard_written_before_a_column_existed_is_compacted_with_that_column_n
 
 
 def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     expected = write_small_shards(folder, 12, 16)
     kept = tmp_path / "kept"
     shutil.copytree(folder, kept)
@@ -91,9 +90,9 @@ def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
     assert len(parquet_names(folder)) == 13
     naive = ds.dataset(folder, format="parquet").count_rows()
     assert naive == 2 * len(expected)  # a plain scan would count every row twice
-    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    counts = Counter(read_rows(RunDir(tmp_path))["unit_id"].to_pylist())
     assert set(counts) == expected and set(counts.values()) == {1}
-    assert len(shard_files(tmp_path)) == 1
+    assert len(shard_files(RunDir(tmp_path))) == 1
 
     assert clean_leftovers(RunDir(tmp_path)) == 12  # the run dir's next owner deletes the leftovers
     assert len(parquet_names(folder)) == 1
@@ -101,7 +100,7 @@ def test_rows_are_read_once_when_a_crash_left_the_absorbed_shards(tmp_path):
 
 
 def test_a_merge_of_large_files_interrupted_before_its_deletions_counts_once(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     write_small_shards(folder, 6, 10)
     compact_folder(folder, small_only=True)
     (first,) = parquet_names(folder)
@@ -111,12 +110,12 @@ def test_a_merge_of_large_files_interrupted_before_its_deletions_counts_once(tmp
     (second,) = parquet_names(folder)
     assert sorted(absorbed_by(folder / second)) == sorted([first, small.name])
     (folder / first).write_bytes(saved)  # a crash left the absorbed large file behind
-    counts = Counter(read_rows(tmp_path)["unit_id"].to_pylist())
+    counts = Counter(read_rows(RunDir(tmp_path))["unit_id"].to_pylist())
     assert len(counts) == 70 and set(counts.values()) == {1}
 
 
 def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     write_small_shards(folder, 3, 5)
     compact_folder(folder, small_only=True)
     for n in range(3, 6):
@@ -133,7 +132,7 @@ def test_rolling_only_small_shards_leaves_large_files_and_fills_row_groups(tmp_p
 def test_a_row_group_closes_at_its_byte_bound_so_long_answers_do_not_grow_memory(tmp_path, monkeypatch):
     from prefray.engine.rundir import shards as store
 
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     expected = write_small_shards(folder, 3, 5)
     one_shard = pq.read_table(next(folder.glob("*.parquet"))).to_batches()[0].nbytes
     monkeypatch.setattr(store, "ROW_GROUP_BYTES", one_shard)     # each shard's batch fills a row group
@@ -141,19 +140,19 @@ def test_a_row_group_closes_at_its_byte_bound_so_long_answers_do_not_grow_memory
     (large,) = parquet_names(folder)
     metadata = pq.read_metadata(folder / large)
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [5, 5, 5]
-    assert set(Counter(read_rows(tmp_path)["unit_id"].to_pylist())) == expected
+    assert set(Counter(read_rows(RunDir(tmp_path))["unit_id"].to_pylist())) == expected
 
 
 def test_reads_during_a_compaction_in_another_thread_see_every_row_once(tmp_path):
-    folder = job_dir(tmp_path, "b", "m", "c")
+    folder = RunDir(tmp_path).job("b", "m", "c")
     expected = write_small_shards(folder, 300, 4)
     worker = threading.Thread(target=compact_folder, args=(folder,))
     worker.start()
     reads = []
     while worker.is_alive() or not reads:
-        reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+        reads.append(Counter(read_rows(RunDir(tmp_path))["unit_id"].to_pylist()))
     worker.join()
-    reads.append(Counter(read_rows(tmp_path)["unit_id"].to_pylist()))
+    reads.append(Counter(read_rows(RunDir(tmp_path))["unit_id"].to_pylist()))
     assert len(parquet_names(folder)) == 1
     for counts in reads:
         assert set(counts) == expected and set(counts.values()) == {1}
@@ -172,15 +171,15 @@ def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner_and_stops_on_an_
     from tests.conftest import run_together
 
     (tmp_path / "empty").mkdir()
-    owned = job_dir(tmp_path / "owned", "b", "m", "c")
+    owned = RunDir(tmp_path / "owned").job("b", "m", "c")
     write_small_shards(owned, 4, 3)
     damaged = tmp_path / "damaged"
-    good, bad = job_dir(damaged, "b", "a", "c"), job_dir(damaged, "b", "z", "c")
+    good, bad = RunDir(damaged).job("b", "a", "c"), RunDir(damaged).job("b", "z", "c")
     write_small_shards(good, 3, 2)
     write_small_shards(bad, 3, 2)
     (bad / "generate-0000000000000bad.parquet").write_bytes(b"PAR1 not a parquet file")
     compact = [sys.executable, "-m", "prefray.compact"]
-    with RunDirLock(tmp_path / "owned"):
+    with RunDirLock(RunDir(tmp_path / "owned")):
         missing, not_a_run, busy, done = run_together(
             [*compact, str(tmp_path / "nope")], [*compact, str(tmp_path / "empty")],
             [*compact, str(tmp_path / "owned")], [*compact, str(damaged)])
@@ -201,18 +200,19 @@ def test_compact_command_refuses_a_bad_run_dir_and_a_live_owner_and_stops_on_an_
 def test_compact_command_rolls_an_older_run(tmp_path):
     expected = set()
     for model in ("m1", "m2"):
-        expected |= {f"{model}/{u}" for u in write_small_shards(job_dir(tmp_path, "b", model, "c"), 9, 4)}
+        expected |= {f"{model}/{u}" for u in write_small_shards(RunDir(tmp_path).job("b", model, "c"), 9, 4)}
     questions = [ChatRequest(messages=({"role": "user", "content": f"q{n}"},)) for n in range(6)]
-    RequestStore(tmp_path).add("m", questions[:3])
-    RequestStore(tmp_path).add("m", questions[3:])
+    RequestStore(RunDir(tmp_path)).add("m", questions[:3])
+    RequestStore(RunDir(tmp_path)).add("m", questions[3:])
     done = compact_cli(str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "18 → 2 Parquet file(s) in 2 job folder(s); 72 row(s)" in done.stdout
     assert "2 request file(s) rolled into 1" in done.stdout
-    assert sorted(read_requests(tmp_path)["request_hash"].to_pylist()) == sorted(q.prompt_hash("m") for q in questions)
+    stored = read_requests(RunDir(tmp_path))["request_hash"].to_pylist()
+    assert sorted(stored) == sorted(q.prompt_hash("m") for q in questions)
     table = ds.dataset(tmp_path / "shards", format="parquet").to_table()
     found = [f"{path.split('model=')[1].split('/')[0]}/{u}"
-             for path in shard_files(tmp_path) for u in pq.read_table(path)["unit_id"].to_pylist()]
+             for path in shard_files(RunDir(tmp_path)) for u in pq.read_table(path)["unit_id"].to_pylist()]
     assert table.num_rows == 72 and set(found) == expected and len(found) == len(set(found))
 
 
@@ -228,10 +228,10 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     run_cli(*args, f"run.dir={plain}", "run.compact=false")
     run_cli(*args, f"run.dir={rolled}", "run.compact_every=2")
 
-    plain_files, rolled_files = shard_files(plain), shard_files(rolled)
+    plain_files, rolled_files = shard_files(RunDir(plain)), shard_files(RunDir(rolled))
     (folder,) = {Path(f).parent for f in rolled_files}
     assert len(rolled_files) == 1 and len(list(folder.iterdir())) == 1
-    assert len(plain_files) == read_rows(plain).num_rows > 4  # one file per unit without compaction
+    assert len(plain_files) == read_rows(RunDir(plain)).num_rows > 4  # one file per unit without compaction
     # the job's end merged the large files rolled while it ran (every two shards)
     assert any(name.startswith("compact-") for name in absorbed_by(Path(rolled_files[0])))
     assert metrics_rows(rolled) == metrics_rows(plain)
@@ -248,17 +248,17 @@ def test_a_sweep_ends_with_one_file_per_job_folder_and_the_same_metrics(run_cli,
     assert [p.name[:5] + p.suffix for p in (rolled / "ledger").iterdir()] == ["paid-.parquet"]
     assert {p.suffix for p in (plain / "ledger").iterdir()} == {".jsonl"}   # one file per gateway
     columns = ["unit_id", "attempt", "stage", "status", "text", "parsed_json"]
-    stored = [read_rows(run).select(columns).sort_by("unit_id") for run in (rolled, plain)]
+    stored = [read_rows(RunDir(run)).select(columns).sort_by("unit_id") for run in (rolled, plain)]
     assert stored[0].equals(stored[1])
     # the request store too: one file per shard that sent something new, rolled into one at the end
-    requests = [read_requests(run).sort_by("request_hash") for run in (rolled, plain)]
+    requests = [read_requests(RunDir(run)).sort_by("request_hash") for run in (rolled, plain)]
     assert requests[0].equals(requests[1]) and requests[0].num_rows > 4
     assert [p.name[:8] for p in (rolled / "requests").iterdir()] == ["compact-"]
     assert len(list((plain / "requests").iterdir())) > 1
 
 
 def write_paid_log(run_dir: Path, tries: range) -> Path:
-    log = PaidLog(run_dir, "gateway-test")
+    log = PaidLog(RunDir(run_dir), "gateway-test")
     for n in tries:
         log.record("openai", "m", f"h{n}", "sent", 0, 0, 0.0)
         log.record("openai", "m", f"h{n}", "ok", n, 2 * n, n / 1000)
@@ -271,26 +271,27 @@ def test_the_paid_record_is_rolled_into_parquet_and_read_once_whatever_a_crash_l
     second = write_paid_log(tmp_path, range(5, 9))
     with open(second, "a", encoding="utf-8") as handle:
         handle.write('{"provider": "openai", "model_id": "m", "requ')   # a line cut short by a kill
-    before = read_paid(tmp_path).sort_by("request_hash")
+    before = read_paid(RunDir(tmp_path)).sort_by("request_hash")
     assert before.num_rows == 18 and before.schema == PAID_SCHEMA
     kept = {path: path.read_bytes() for path in (first, second)}
 
     assert compact_paid(RunDir(tmp_path)) == 2
     (rolled,) = (tmp_path / "ledger").iterdir()
     assert rolled.name.startswith("paid-") and rolled.suffix == ".parquet"
-    assert read_paid(tmp_path).sort_by("request_hash").equals(before)
-    assert read_paid(tmp_path, columns=["request_hash", "cost_usd"]).column_names == ["request_hash", "cost_usd"]
+    assert read_paid(RunDir(tmp_path)).sort_by("request_hash").equals(before)
+    narrow = read_paid(RunDir(tmp_path), columns=["request_hash", "cost_usd"])
+    assert narrow.column_names == ["request_hash", "cost_usd"]
 
     for path, content in kept.items():   # a kill after the rename, before the deletes
         path.write_bytes(content)
-    assert read_paid(tmp_path).num_rows == 18
+    assert read_paid(RunDir(tmp_path)).num_rows == 18
     later = write_paid_log(tmp_path, range(9, 10))   # a later launch's gateway: a file of its own
     assert later.name not in {path.name for path in kept}
-    assert read_paid(tmp_path).num_rows == 20
+    assert read_paid(RunDir(tmp_path)).num_rows == 20
     assert compact_paid(RunDir(tmp_path)) == 1   # the leftovers are deleted, the new file rolled
     assert sorted(p.suffix for p in (tmp_path / "ledger").iterdir()) == [".parquet", ".parquet"]
-    assert read_paid(tmp_path).sort_by("request_hash").equals(
-        pa.concat_tables([before, read_paid(tmp_path).filter(pc.equal(read_paid(tmp_path)["request_hash"], "h9"))]
+    assert read_paid(RunDir(tmp_path)).sort_by("request_hash").equals(
+        pa.concat_tables([before, read_paid(RunDir(tmp_path)).filter(pc.equal(pc.field("request_hash"), "h9"))]
                          ).sort_by("request_hash"))
 
 
@@ -304,7 +305,7 @@ def test_the_paid_record_is_rolled_a_piece_at_a_time_with_a_cut_line_in_the_last
     assert compact_paid(RunDir(tmp_path)) == 1
     (rolled,) = (tmp_path / "ledger").iterdir()
     assert pq.read_metadata(rolled).num_row_groups > 1
-    table = read_paid(tmp_path)
+    table = read_paid(RunDir(tmp_path))
     assert table.num_rows == 80 and table.schema == PAID_SCHEMA
     assert pc.sum(table["input_tokens"]).as_py() == sum(range(40))
     assert sorted(table.filter(pc.equal(table["outcome"], "ok"))["request_hash"].to_pylist()) == sorted(

@@ -15,6 +15,7 @@ from test_compare import shard_rows, toy, toy_scores, write_run  # noqa: F401 (t
 from yarl import URL
 
 from prefray.engine.results.compare import adjusted, compare_rows
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.view.compare import Comparison, make_compare_app, shared_answers
 from prefray.view.data import RunData
@@ -39,7 +40,7 @@ def served(tmp_path, request):
             for run, u in (("A", units), ("B", units[1:] + [("p9-q9", 0, "1")]))]
     table, sharing = compare_rows(rows[0], rows[1], toy_scores, toy_scores, names=(str(first), str(second)))
     comparison = Comparison(adjusted(table), sharing, (str(first), str(second)), shared_answers(rows[0], rows[1]))
-    return make_compare_app(comparison, RunData(first, wait_s=30.0), RunData(second, wait_s=30.0))
+    return make_compare_app(comparison, RunData(RunDir(first), wait_s=30.0), RunData(RunDir(second), wait_s=30.0))
 
 
 async def get(client: TestClient, path_qs: str, **kwargs) -> tuple[int, str]:

@@ -10,6 +10,7 @@ from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
 from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings, RunConfig
 from prefray.engine.flow.dryrun import DryRunner, SimulatedGateways
 from prefray.engine.flow.runner import FEED_BACKLOG_ROWS, Outlets, StageFlow, inflight_shards
+from prefray.engine.rundir import RunDir
 from prefray.engine.sweep import Sweep
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec, WorkUnit
 
@@ -67,7 +68,7 @@ def test_a_stage_takes_its_units_as_shards_go_out(tmp_path):
 
     dispatcher.run_batch = noted
     job = Job("lazy", "default", SPEC, {}, BenchmarkSettings("lazy"), ConditionSettings("default"))
-    sweep = Sweep.assemble([job], {"lazy": benchmark}, {0: []}, tmp_path, RunConfig(shard_size=SHARD))
+    sweep = Sweep.assemble([job], {"lazy": benchmark}, {0: []}, RunDir(tmp_path), RunConfig(shard_size=SHARD))
     runner = DryRunner(sweep.jobs[0], sweep, Outlets.of(sweep.run_dir), dispatcher)
     asyncio.run(runner.run())
     bound = inflight_shards(SPEC, SHARD)

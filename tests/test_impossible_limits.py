@@ -5,10 +5,10 @@ the numbers, nothing written (engine/flow/horizon.py)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
+from prefray.engine.rundir import RunDir
 from tests.conftest import refused_here
 
 # The three kinds of model: the fake provider and the embedded model (both served by prefray, so
@@ -70,7 +70,7 @@ def test_the_rate_bound_counts_the_judge_stages_the_plan_counts(tmp_path):
     overrides = ["model=fake", "judge=fake", "benchmark=benchpres", "limit=2", f"run.dir={tmp_path / 'run'}"]
     _, jobs, benchmarks = compose_sweep(overrides, False)
     instances, _ = preflight(jobs, benchmarks)
-    plan = count(Sweep.assemble(jobs, benchmarks, instances, tmp_path / "run")).to_pylist()
+    plan = count(Sweep.assemble(jobs, benchmarks, instances, RunDir(tmp_path / "run"))).to_pylist()
     judged = sum(r["calls"] for r in plan if r["role"] == "judge")
     assert judged > generations(2)                       # several judge calls per answer: more than the first stage
     rpm = (judged - 1) / (7 * 24 * 60) * 0.99            # just too slow for the plan's judge calls within a week
@@ -95,7 +95,7 @@ def test_a_free_model_has_no_impossible_budget():
     _, jobs, benchmarks = compose_sweep(["model=local", "judge=local", "limit=1"], False)
     instances, _ = preflight(jobs, benchmarks)
     assert {lane.cheapest_usd for lane in first_calls(jobs, benchmarks, instances).values()} == {0.0}
-    sweep = Sweep.assemble(jobs, benchmarks, instances, Path("/nonexistent"), RunConfig(budget_usd=1e-9))
+    sweep = Sweep.assemble(jobs, benchmarks, instances, RunDir("/nonexistent"), RunConfig(budget_usd=1e-9))
     assert limit_problems(sweep) == []
 
 
@@ -169,6 +169,6 @@ def test_a_rerun_reads_an_exponent_as_a_launch_does():
 
     configs = [{"run": {}, "model": {"params": {}}, "judge": {}}]
     apply_run_overrides(configs, ["model.rpm=1e-9", "judge.tpm=2E5", "model.base_url=http://e.example/v1",
-                                  "run.budget_usd=0.5"], Path("/tmp/run"))
+                                  "run.budget_usd=0.5"], "/tmp/run")
     assert configs[0]["model"]["rpm"] == 1e-9 and configs[0]["judge"]["tpm"] == 200000.0
     assert configs[0]["model"]["base_url"] == "http://e.example/v1" and configs[0]["run"]["budget_usd"] == 0.5

@@ -21,6 +21,7 @@ from prefray.engine.benchmark import DataError
 from prefray.engine.judgecheck import read_labels
 from prefray.engine.results.alpha import krippendorff_alpha
 from prefray.engine.results.human_agreement import Rated, check_judge, majority
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import latest_attempts, read_rows
 from tests.conftest import ROOT, command_here
 from tests.test_agreement import pairwise_alpha
@@ -125,7 +126,7 @@ def test_judge_check_on_the_cupid_sample_with_the_fake_judge(tmp_path, ray_addre
     assert calls >= 6                                           # one call per checklist (+ any rematch)
 
     # recompute the alpha of the judge against the majority from the stored answers and the file
-    rows = latest_attempts(read_rows(run_dir, ds.field("stage") == "match")).to_pylist()
+    rows = latest_attempts(read_rows(RunDir(run_dir), ds.field("stage") == "match")).to_pylist()
     scores = {row["instance_id"]: json.loads(row["parsed_json"])["scores"] for row in rows}
     with SAMPLE.open() as handle:
         table = list(csv.DictReader(handle))
@@ -170,7 +171,7 @@ def test_judge_check_on_the_benchpres_sample(tmp_path, ray_address, fake_server)
                         f"judge.base_url={fake_server.openai_url}", f"run.dir={run_dir}", "run.plots=false",
                         "--resamples", "100")
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = latest_attempts(read_rows(run_dir, ds.field("stage") == "judge")).to_pylist()
+    rows = latest_attempts(read_rows(RunDir(run_dir), ds.field("stage") == "judge")).to_pylist()
     applied = {row["instance_id"]: float(json.loads(row["parsed_json"])["applied"]) for row in rows}
     with BENCHPRES_SAMPLE.open() as handle:
         table = list(csv.DictReader(handle))

@@ -26,6 +26,7 @@ from prefray.engine.results.agreement import (
     panel_rows,
 )
 from prefray.engine.results.alpha import krippendorff_alpha
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.cache import cache_key
 from prefray.engine.rundir.paid import read_paid
 from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
@@ -132,7 +133,7 @@ def test_repeats_are_copies_of_the_judge_with_seeds_of_their_own():
 
 def panel_alignment(run_dir, members: list[str]) -> float:
     """The panel's alignment recomputed from the stored judge rows: the mean over units of the members' mean."""
-    rows = latest_attempts(read_rows(run_dir, None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
+    rows = latest_attempts(read_rows(RunDir(run_dir), None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
     scores: dict[str, list[float]] = {}
     for row in rows:
         if row["judge"] in members and row["status"] == "ok":
@@ -165,10 +166,10 @@ def test_a_panel_of_two_fake_judges_and_a_rejudge_with_a_panel(tmp_path, run_cli
     # a run judged by one judge, judged again by a panel: no generation call is sent
     other = tmp_path / "other"
     run_cli(*common, "judge=fake", f"run.dir={other}")
-    generated = read_paid(other).filter(pc.equal(pc.field("model_id"), "fake-model")).num_rows
+    generated = read_paid(RunDir(other)).filter(pc.equal(pc.field("model_id"), "fake-model")).num_rows
     done = command_here("rejudge", str(other), "judge=panel(fake,fake-anthropic)", "run.plots=false")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert read_paid(other).filter(pc.equal(pc.field("model_id"), "fake-model")).num_rows == generated
+    assert read_paid(RunDir(other)).filter(pc.equal(pc.field("model_id"), "fake-model")).num_rows == generated
     assert metric(other, panel, "alignment") == pytest.approx(panel_alignment(other, ["fake", "fake-anthropic"]))
 
 
@@ -177,7 +178,7 @@ def test_judge_repeats_ask_again_with_other_seeds(tmp_path, run_cli):
     run_dir = tmp_path / "run"
     run_cli("benchmark=cupid", "condition=oracle_preference", "model=fake", "judge=fake", "judge.repeats=2",
             "limit=3", "run.cache=false", f"run.dir={run_dir}")
-    rows = latest_attempts(read_rows(run_dir, None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
+    rows = latest_attempts(read_rows(RunDir(run_dir), None)).filter(pc.equal(pc.field("stage"), "judge")).to_pylist()
     seeds = {(r["judge"], r["instance_id"]): r["seed"] for r in rows}
     assert {j for j, _ in seeds} == {"fake", "fake~2"}
     assert all(seeds[("fake~2", i)] == seeds[("fake", i)] + SEED_STRIDE for _, i in seeds)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.ownership import LEASE_NAME, RemoteLease, RunDirBusy
 from tests.conftest import ROOT, _port_open, free_port, refused_here
 
@@ -152,7 +153,7 @@ def test_a_closed_gateways_logs_reach_the_drivers_run_dir(tmp_path, monkeypatch)
     (run / "ledger").mkdir(parents=True)
     (run / "ledger" / "here-1.jsonl").write_bytes(b'{"a": 1}\n{"a": 2}\n')     # this node's, longer
     monkeypatch.setattr(dispatch, "LOG_PIECE_BYTES", 16)
-    logs = [(str(run), p.relative_to(there).as_posix(), p.stat().st_size) for p in sorted(there.rglob("*.jsonl"))]
+    logs = [(RunDir(run), p.relative_to(there).as_posix(), p.stat().st_size) for p in sorted(there.rglob("*.jsonl"))]
     asyncio.run(dispatch.keep_logs(logs, read))
     assert (run / "ledger" / "here-1.jsonl").read_bytes() == b'{"a": 1}\n{"a": 2}\n'
     assert (run / "ledger" / "there-2.jsonl").read_bytes() == b'{"b": 1}\n' * 10
@@ -167,6 +168,7 @@ import asyncio, json, sys
 from pathlib import Path
 import ray
 from prefray.engine.calls.dispatch import Gateways
+from prefray.engine.rundir import RunDir
 from prefray.engine.types import ChatRequest, ModelSpec
 
 if not ray.is_initialized():
@@ -174,7 +176,7 @@ if not ray.is_initialized():
 spec = ModelSpec(name="fake", provider="openai", model_id="fake-model", base_url=sys.argv[1], max_concurrency=2)
 
 async def main():
-    gateways = Gateways(run_dir=sys.argv[2])
+    gateways = Gateways(run_dir=RunDir(sys.argv[2]))
     requests = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},), params={"max_tokens": 8})
                 for i in range(3)]
     await gateways.run_batch(spec, requests)
@@ -187,7 +189,7 @@ async def main():
             got += await handle.read_log.remote(run_dir, relative, len(got), 50)
         pieces[relative] = [size, got.decode()]
     try:
-        await handle.read_log.remote(sys.argv[2], "../outside.txt", 0, 10)
+        await handle.read_log.remote(RunDir(sys.argv[2]), "../outside.txt", 0, 10)
         refused = False
     except Exception as exc:
         refused = "not a log of this gateway" in str(exc)

@@ -14,6 +14,7 @@ import pytest
 
 from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.results.request_store import read_requests
+from prefray.engine.rundir import RunDir
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import free_port
 
@@ -149,7 +150,7 @@ def test_every_row_links_to_the_request_that_was_sent(run_cli, fake_server, tmp_
     run_cli("model=fake", "judge=fake", "benchmark=benchpres", "condition=default", "limit=1",
             "benchmark.samples=3", "run.cache=false", *fake_server.model_overrides(), f"run.dir={run}")
     stored = rows(run)
-    requests = {r["request_hash"]: r for r in read_requests(run).to_pylist()}
+    requests = {r["request_hash"]: r for r in read_requests(RunDir(run)).to_pylist()}
     assert {r["request_hash"] for r in stored} <= set(requests)
     generations = [r for r in stored if r["stage"] == "generate"] or [r for r in stored if r["role"] == "subject"]
     samples_per_prompt = {}

@@ -12,6 +12,7 @@ from prefray.engine.calls.cache_order import expected_for
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.calls.pricing import call_cost, expected_cache
 from prefray.engine.calls.providers.caching import prefix_text
+from prefray.engine.rundir import RunDir
 
 # BenchPreS's bundled profiles share prefixes shorter than the providers' 1,024-token minimum: a
 # lower minimum makes them cacheable, so the expectation has something to count.
@@ -28,7 +29,7 @@ def planned(overrides: list[str], tmp_path) -> tuple[list, dict, dict, dict]:
     _, jobs, benchmarks = compose_sweep(["benchmark=benchpres", "judge=fake", *overrides], multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     assert not errors
-    rows = count(Sweep.assemble(jobs, benchmarks, instances, tmp_path / "never"))
+    rows = count(Sweep.assemble(jobs, benchmarks, instances, RunDir(tmp_path / "never")))
     generate = {r["model"]: r for r in rows.to_pylist() if r["stage"] == "generate" and not r["cached"]}
     return jobs, benchmarks, instances, {"rows": rows, "generate": generate}
 
@@ -117,7 +118,7 @@ def test_a_sampled_model_takes_its_cells_cache_share(monkeypatch, tmp_path):
     longer = replace(job, model=replace(job.model, name="longer", params={"max_tokens": 4096},
                                         price_cache_read_per_mtok=0.15))
     monkeypatch.setattr(counting, "SAMPLE_INSTANCES", 4)
-    both = Sweep.assemble([job, longer], benchmarks, {0: instances[0], 1: instances[0]}, tmp_path / "never")
+    both = Sweep.assemble([job, longer], benchmarks, {0: instances[0], 1: instances[0]}, RunDir(tmp_path / "never"))
     rows = counting.count(both)
     generate = {r["model"]: r for r in rows.to_pylist() if r["stage"] == "generate"}
     full, sampled = generate["fake-anthropic"], generate["longer"]

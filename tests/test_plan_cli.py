@@ -15,6 +15,7 @@ from prefray.app.compose import compose_judge, conf_dir
 from prefray.app.sweep import group_options
 from prefray.engine.calls.output_budget import final_request
 from prefray.engine.calls.pricing import max_output_tokens
+from prefray.engine.rundir import RunDir
 from prefray.engine.types import ChatRequest, ModelSpec
 from tests.conftest import command_here
 from tests.test_sweep_cli import DOUBLES, PAPER_JUDGES, benchmark_conditions, evaluated_models
@@ -172,7 +173,7 @@ def planned(overrides: list[str], run_dir, simulated: bool, cache=None, jobs_and
     _, jobs, benchmarks = compose_sweep(overrides, multirun=True)
     instances, errors = load_datasets(jobs, benchmarks)
     assert not errors
-    rows = plan_rows(Sweep.assemble(jobs, benchmarks, instances, run_dir), cache, simulated)
+    rows = plan_rows(Sweep.assemble(jobs, benchmarks, instances, RunDir(run_dir)), cache, simulated)
     return {(x.benchmark, x.model, x.stage, x.answered_by): (x.calls, x.cached, x.input_tokens, x.output_tokens)
             for x in summarize(rows, jobs)}
 
@@ -211,7 +212,6 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     from prefray.engine.flow.dryrun import SimulatedGateways
     from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
     from prefray.engine.rundir.cache import ResponseCache
-    from prefray.engine.rundir.layout import RunDir
     from prefray.engine.sweep import Sweep
 
     sweep = ["benchmark=benchpres,prisk_sycophancy", "condition=profile,default", "model=fake", "judge=fake"]
@@ -219,7 +219,7 @@ def test_counting_plan_resumes_from_the_run_dir_and_answers_from_the_cache(tmp_p
     instances, _ = load_datasets(jobs, benchmarks)
     cache = ResponseCache(tmp_path / "cache" / "responses.sqlite")
     stored = tmp_path / "stored"
-    run = Sweep.assemble(jobs, benchmarks, instances, stored)
+    run = Sweep.assemble(jobs, benchmarks, instances, RunDir(stored))
     answers = SimulatedGateways()
     outlets = Outlets.of(RunDir(stored), cache=cache)
     asyncio.run(run_jobs([JobRunner(prepared, run, outlets, answers) for prepared in run.jobs]))
@@ -256,7 +256,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
     data = {i: instances[0] for i in range(len(jobs))}
 
     def lines(chosen: list, data: dict) -> dict:
-        rows = counting.count(Sweep.assemble(chosen, benchmarks, data, tmp_path / "never"))
+        rows = counting.count(Sweep.assemble(chosen, benchmarks, data, RunDir(tmp_path / "never")))
         return {(x.model, x.stage): (x.calls, x.input_tokens, x.output_tokens) for x in summarize(rows, chosen)}
 
     alone = {**lines([same], {0: instances[0]}), **lines([longer], {0: instances[0]})}
@@ -271,7 +271,7 @@ def test_models_of_another_output_budget_are_counted_on_a_sample(monkeypatch, tm
         assert sampled[key][0] == calls
         assert abs(sampled[key][1] - tokens_in) <= 0.15 * tokens_in, key
         assert abs(sampled[key][2] - tokens_out) <= 0.15 * tokens_out, key
-    rows = counting.count(Sweep.assemble(jobs, benchmarks, data, tmp_path / "never")).to_pylist()
+    rows = counting.count(Sweep.assemble(jobs, benchmarks, data, RunDir(tmp_path / "never"))).to_pylist()
     measured = {r["model"]: (r["sampled"], r["calls"]) for r in rows if r["stage"] == "generate"}
     assert measured["longer"] == (3, 9) and measured["fake"] == measured["same-budget"] == (9, 9)
 

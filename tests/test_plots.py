@@ -38,14 +38,15 @@ def test_figures_key_selects_headline_all_or_none(tmp_path):
             for name in ("MR", "MR[category=tone]")]
     (tmp_path / "headline").mkdir()
     (tmp_path / "all").mkdir()
-    headline = write_plots(tmp_path / "headline", _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]},
+    headline = write_plots(RunDir(tmp_path / "headline"), _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]},
                            breakdowns=False)
     assert sorted(p.stem for p in headline) == ["b__MR", "b__MR", "b__MR_vs_MR", "b__MR_vs_MR"]
-    every = write_plots(tmp_path / "all", _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]})
+    every = write_plots(RunDir(tmp_path / "all"), _metrics(rows), {"b": [ScatterSpec(x="MR", y="MR")]})
     assert sorted({p.stem for p in every}) == ["b__MR", "b__MR_category", "b__MR_vs_MR"]
 
 
 from prefray.engine.results.plots import ScatterSpec, family_scales, figure_specs, scatter_points, write_plots  # noqa: E402
+from prefray.engine.rundir import RunDir  # noqa: E402
 
 
 def _metrics(rows):
@@ -78,7 +79,7 @@ def test_bars_show_n_intervals_no_data_and_incomplete_cells_in_png_and_svg(tmp_p
         {"benchmark": "b", "model": "m2", "condition": "default", "metric": "MR", "value": 0.25, "n": 8},
         {"benchmark": "b", "model": "m2", "condition": "defense", "metric": "MR", "value": float("nan"), "n": 0},
     ])
-    written = write_plots(tmp_path, table)
+    written = write_plots(RunDir(tmp_path), table)
     assert sorted(p.name for p in written) == ["b__MR.png", "b__MR.svg"]
     assert all(p.stat().st_size > 0 for p in written)
     svg = (tmp_path / "plots" / "b__MR.svg").read_text()
@@ -107,7 +108,7 @@ def test_scatter_pairs_one_point_per_model_and_condition_with_whiskers(tmp_path)
     points = scatter_points(table, "b", specs["b"][0])
     assert [(p["model"], p["condition"], p["usable"]) for p in points] == [
         ("m1", "default", True), ("m1", "defense", True), ("m2", "default", False)]
-    written = write_plots(tmp_path, table, specs)
+    written = write_plots(RunDir(tmp_path), table, specs)
     assert {"b__MR_vs_AAR.png", "b__MR_vs_AAR.svg"} <= {p.name for p in written}
     svg = (tmp_path / "plots" / "b__MR_vs_AAR.svg").read_text()
     assert "m1 / default (n=6/5)" in svg and "no data: m2 / default" in svg
@@ -142,7 +143,7 @@ def test_benchpres_main_figure_follows_the_paper_axes_with_the_diagonal_and_idea
     rows = [{"benchmark": "benchpres", "model": "m", "condition": c, "metric": name, "value": v, "n": 6,
              "ci_low": v - 0.1, "ci_high": v + 0.1}
             for c, mr, aar in (("default", 0.6, 0.7), ("defense", 0.2, 0.5)) for name, v in (("MR", mr), ("AAR", aar))]
-    write_plots(tmp_path, _metrics(rows), {"benchpres": [spec]})
+    write_plots(RunDir(tmp_path), _metrics(rows), {"benchpres": [spec]})
     svg = (tmp_path / "plots" / "benchpres__AAR_vs_MR.svg").read_text()
     assert "> y = x<" in svg and ">ideal<" in svg and "m / defense (n=6/6)" in svg
     assert (tmp_path / "plots" / "benchpres__AAR_vs_MR.png").stat().st_size > 0
@@ -157,12 +158,12 @@ def test_prisk_conditions_stand_side_by_side_in_the_factorial_order(tmp_path):
             for m in ("m1", "m2") for i, c in enumerate(sorted(conditions))]
     orders = condition_orders({"prisk_irp": IRP})
     assert orders["prisk_irp"][:4] == ("base", "profile", "retrieval", "profile_retrieval")
-    write_plots(tmp_path, _metrics(rows), orders=orders)
+    write_plots(RunDir(tmp_path), _metrics(rows), orders=orders)
     svg = (tmp_path / "plots" / "prisk_irp__IRP_score.svg").read_text()
     positions = _text_order(svg, conditions)                  # the legend lists the bars left to right
     assert positions == sorted(positions)
     (tmp_path / "plain").mkdir()
-    write_plots(tmp_path / "plain", _metrics(rows))                 # no declared order: by name
+    write_plots(RunDir(tmp_path / "plain"), _metrics(rows))                 # no declared order: by name
     plain = (tmp_path / "plain" / "plots" / "prisk_irp__IRP_score.svg").read_text()
     assert _text_order(plain, sorted(conditions)) == sorted(_text_order(plain, sorted(conditions)))
 
@@ -188,7 +189,7 @@ def test_cupid_precision_recall_f1_side_by_side_by_instance_type(tmp_path):
     assert sorted(cells) == [("m", "full", ""), ("m", "oracle", "")]
     assert sorted((r["model"], r["slice"]) for r in cells[("m", "full", "")]) == sorted(
         (name, s) for name in ("precision", "recall", "F1") for s in ("all", "consistent", "changing"))
-    written = write_plots(tmp_path, table, {"cupid": [spec]})
+    written = write_plots(RunDir(tmp_path), table, {"cupid": [spec]})
     names = {p.name for p in written}
     assert {"cupid__precision_recall_F1_by_instance_type__m_full.svg",
             "cupid__precision_recall_F1_by_instance_type__m_oracle.png"} <= names
@@ -211,8 +212,8 @@ def test_figures_drawn_in_several_processes_are_the_ones_drawn_in_one(tmp_path):
     specs = {"b": [ScatterSpec(x="AAR", y="MR", diagonal=True)]}
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    one = write_plots(tmp_path / "one", _metrics(rows), specs, workers=1)
-    two = write_plots(tmp_path / "two", _metrics(rows), specs, workers=2)
+    one = write_plots(RunDir(tmp_path / "one"), _metrics(rows), specs, workers=1)
+    two = write_plots(RunDir(tmp_path / "two"), _metrics(rows), specs, workers=2)
     # scatter + MR, AAR, MR[category]: × 2 formats
     assert [p.name for p in one] == [p.name for p in two] and len(one) == 8
     for a, b in zip(one, two):
@@ -228,16 +229,16 @@ def test_a_figure_is_drawn_again_only_when_what_it_shows_changed(tmp_path):
     rows = [{"benchmark": "b", "model": f"m{i}", "condition": "default", "metric": metric, "value": 0.1 * i + 0.01,
              "n": 4} for i in range(3) for metric in ("MR", "AAR", "MR[category=x]")]
     specs = {"b": [ScatterSpec(x="MR", y="AAR")]}
-    files = write_plots(tmp_path, _metrics(rows), specs)
+    files = write_plots(RunDir(tmp_path), _metrics(rows), specs)
     assert len(files) == 8 and all(p.exists() for p in files)
     for path in files:   # mark every file: a redraw replaces it
         path.write_bytes(b"old")
-    assert write_plots(tmp_path, _metrics(rows), specs) == files
+    assert write_plots(RunDir(tmp_path), _metrics(rows), specs) == files
     assert {p.read_bytes() for p in files} == {b"old"}   # nothing changed: nothing drawn
 
     rows[1]["value"] = 0.9   # m0's AAR: the AAR bars and the scatter change, MR and MR[category] do not
     (tmp_path / "plots" / "b__MR.svg").unlink()   # a missing file is drawn again too
-    write_plots(tmp_path, _metrics(rows), specs)
+    write_plots(RunDir(tmp_path), _metrics(rows), specs)
     redrawn = sorted(p.name for p in files if p.read_bytes() != b"old")
     assert redrawn == ["b__AAR.png", "b__AAR.svg", "b__AAR_vs_MR.png", "b__AAR_vs_MR.svg",
                        "b__MR.png", "b__MR.svg"]
@@ -278,7 +279,7 @@ def test_benchpres_figures_4_and_5_are_drawn_in_percent_when_the_run_has_their_c
                                                "qwen3-235b-a22b-instruct / defense",
                                                "qwen3-235b-a22b-thinking / default",
                                                "qwen3-235b-a22b-thinking / defense"]
-    written = {p.name for p in write_plots(tmp_path, table, specs)}
+    written = {p.name for p in write_plots(RunDir(tmp_path), table, specs)}
     assert "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg" in written
     fig4 = (tmp_path / "plots" / "benchpres__fig4_reasoning__qwen3-235b-a22b-instruct__j.svg").read_text()
     assert "n=30" in fig4 and ">100<" in fig4                       # a 0-100 axis

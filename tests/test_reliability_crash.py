@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.journal import ReplayPool, load_replay
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 from tests.test_reliability_runs import start_launch, wait_for
@@ -69,7 +70,7 @@ def test_kill_9_at_random_moments_resends_at_most_the_calls_in_flight(run_cli, m
     assert resent <= KILLS * IN_FLIGHT, resent
     assert not list(run_dir.rglob("*.tmp"))                  # no temp file left behind
     assert not (run_dir / "journal").exists()                 # folded away once every answer is stored
-    assert len(load_replay(run_dir)) == 0
+    assert len(load_replay(RunDir(run_dir))) == 0
 
     clean = tmp_path / "clean"
     run_cli(*[a if not a.startswith("run.dir=") else f"run.dir={clean}" for a in args])

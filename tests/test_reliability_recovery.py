@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.journal import AnswerJournal, load_replay, unfinished_batches
 from prefray.engine.types import CallResult, ChatRequest
 from tests.test_reliability_runs import start_launch, wait_for
@@ -25,18 +26,18 @@ def test_unfinished_batches_are_those_never_returned(tmp_path):
     and only its own (another actor's, or a later life's files are not its earlier lives')."""
     request = ChatRequest(messages=({"role": "user", "content": "hi"},))
     other = ChatRequest(messages=({"role": "user", "content": "ho"},))
-    life = AnswerJournal(tmp_path, "gateway-a-b-01000000")
+    life = AnswerJournal(RunDir(tmp_path), "gateway-a-b-01000000")
     life.record("m", request, CallResult(status="ok", text="kept"), "batch-1")
     life.record("m", other, CallResult(status="ok", text="returned"), "batch-2")
     life.batch_done("batch-2")
     life.close()
-    stranger = AnswerJournal(tmp_path, "gateway-a-b-01000000-p1")
+    stranger = AnswerJournal(RunDir(tmp_path), "gateway-a-b-01000000-p1")
     stranger.record("m", request, CallResult(status="ok", text="not mine"), "batch-1")
     stranger.close()
-    found = unfinished_batches(tmp_path, "gateway-a-b-01000000")
+    found = unfinished_batches(RunDir(tmp_path), "gateway-a-b-01000000")
     assert list(found) == ["batch-1"]
     assert [r.text for r in found["batch-1"][request.content_hash("m")]] == ["kept"]
-    assert len(load_replay(tmp_path)) == 3          # the driver's replay skips the batch-done marks
+    assert len(load_replay(RunDir(tmp_path))) == 3          # the driver's replay skips the batch-done marks
 
 
 def gateway_pids() -> list[int]:
@@ -189,7 +190,6 @@ def test_a_truncated_shard_is_quarantined_and_only_its_units_asked_again(run_cli
 
 def test_view_says_when_metrics_may_not_match_the_shards(tmp_path):
     """An unreadable shard, or shards changed after metrics.csv: `view` says so in one line."""
-    from prefray.engine.rundir import RunDir
     from prefray.engine.rundir.quarantine import stale_note
     from prefray.engine.rundir.shards import SHARD_SCHEMA, write_shard
     from tests.conftest import command_here

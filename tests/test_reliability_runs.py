@@ -17,7 +17,8 @@ import pytest
 
 from prefray.engine.results.manifest import append_manifest
 from prefray.engine.rundir import RunDir
-from prefray.engine.rundir.ownership import LOCK_NAME, RunDirBusy, RunDirLock
+from prefray.engine.rundir.layout import LOCK as LOCK_NAME
+from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 from tests.conftest import ROOT
 
 
@@ -55,13 +56,13 @@ def owned(run_dir: Path) -> bool:
 # -- the lock and the manifest, in-process ------------------------------------------------------
 
 def test_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
-    first = RunDirLock(tmp_path).acquire()
+    first = RunDirLock(RunDir(tmp_path)).acquire()
     with pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"):
-        RunDirLock(tmp_path).acquire()
+        RunDirLock(RunDir(tmp_path)).acquire()
     first.release()
     # an owner killed without cleaning up: its record stays, its flock is gone
     (tmp_path / LOCK_NAME).write_text(json.dumps({"host": socket.gethostname(), "pid": 999999999}))
-    taken = RunDirLock(tmp_path).acquire()
+    taken = RunDirLock(RunDir(tmp_path)).acquire()
     assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
     taken.release()
     assert (tmp_path / LOCK_NAME).read_text() == ""
@@ -70,7 +71,7 @@ def test_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
 def test_lock_of_another_host_is_not_taken_over(tmp_path):
     (tmp_path / LOCK_NAME).write_text(json.dumps({"host": "elsewhere.example", "pid": 1}))
     with pytest.raises(RunDirBusy, match="another machine"):
-        RunDirLock(tmp_path).acquire()
+        RunDirLock(RunDir(tmp_path)).acquire()
 
 
 def _append_many(run_dir: str, tag: str) -> None:

@@ -7,6 +7,7 @@ import random
 import pyarrow.compute as pc
 
 from prefray.engine.results.request_store import RequestStore, SeenDigests, read_requests
+from prefray.engine.rundir import RunDir
 from prefray.engine.types import ChatRequest
 
 
@@ -33,11 +34,11 @@ def test_each_distinct_request_is_stored_once_across_shards_and_a_reopened_store
     def request(n: int) -> ChatRequest:
         return ChatRequest(messages=({"role": "user", "content": f"question {n}"},), params={"max_tokens": 8})
 
-    store = RequestStore(tmp_path)
+    store = RequestStore(RunDir(tmp_path))
     store.add("m", [request(n) for n in range(10)])
     store.add("m", [request(n) for n in range(5, 15)])           # 5 new
-    RequestStore(tmp_path).add("m", [request(n) for n in range(12, 20)])   # a resumed run: 5 new
-    stored = read_requests(tmp_path)
+    RequestStore(RunDir(tmp_path)).add("m", [request(n) for n in range(12, 20)])   # a resumed run: 5 new
+    stored = read_requests(RunDir(tmp_path))
     assert stored.num_rows == 20
     assert pc.count_distinct(stored["request_hash"]).as_py() == 20
     assert len(list((tmp_path / "requests").glob("*.parquet"))) == 3

@@ -11,6 +11,7 @@ from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
 from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings
 from prefray.engine.flow.counting import count
 from prefray.engine.flow.dryrun import simulate
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.engine.sweep import Sweep
 from prefray.engine.types import ChatRequest, ModelSpec, WorkUnit
@@ -49,7 +50,7 @@ class SeenRows(Benchmark):
 def answer_rows(made_by, tmp_path) -> list[dict]:
     benchmark = SeenRows()
     job = Job("seen", "default", SUBJECT, {"judge": JUDGE}, BenchmarkSettings("seen"), ConditionSettings("default"))
-    made_by(Sweep.assemble([job], {"seen": benchmark}, {0: [None]}, tmp_path / "run"))
+    made_by(Sweep.assemble([job], {"seen": benchmark}, {0: [None]}, RunDir(tmp_path / "run")))
     (rows,) = benchmark.seen
     assert rows.schema.names == SHARD_SCHEMA.names
     return sorted(rows.select(COMPARED).to_pylist(), key=lambda r: r["instance_id"])

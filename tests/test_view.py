@@ -13,7 +13,8 @@ import pytest
 
 from prefray.engine.benchmark import metric_rows
 from prefray.engine.results.stats import DELTA_SCHEMA
-from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, write_shard
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import SHARD_SCHEMA, write_shard
 from prefray.view.data import PAGE_SIZE, Cell, CellQuery, RunData, strip_rationale
 from prefray.view.pages import cell_html, overview_html, unit_html
 
@@ -52,7 +53,7 @@ def build_run(run_dir: Path, instances: int = 3, with_requests: bool = True) -> 
                      {"request_hash": f"rq-jud{i}", "model_id": "fake-model", "system": "be a judge",
                       "messages_json": json.dumps([{"role": "user", "content": f"judge answer {i}"}]),
                       "params_json": "{}", "json_schema_json": None}]
-    folder = job_dir(run_dir, "bench", "m", "c")
+    folder = RunDir(run_dir).job("bench", "m", "c")
     write_shard(folder, "generate", rows)
     write_shard(folder, "judge", judged)
     if with_requests:
@@ -78,7 +79,7 @@ def test_overview_lists_metrics_with_intervals_and_links_cells(tmp_path):
                "compared": "condition", "a": "defense", "b": "default", "delta": -0.125, "clusters": 12,
                "ci_low": -0.25, "ci_high": -0.03}]
     pq.write_table(pa.Table.from_pylist(deltas, schema=DELTA_SCHEMA), tmp_path / "deltas.parquet")
-    page = overview_html(RunData(tmp_path))
+    page = overview_html(RunData(RunDir(tmp_path)))
     assert "condition: defense − default" in page and "[-0.250, -0.030]" in page and "-0.125" in page
     assert "[0.250, 0.750]" in page and "no data" in page  # the NaN breakdown is no data, not 0
     assert "/cell?benchmark=bench&amp;model=m&amp;condition=c&amp;judge=fj" in page
@@ -86,7 +87,7 @@ def test_overview_lists_metrics_with_intervals_and_links_cells(tmp_path):
 
 def test_cell_filters_and_pages(tmp_path):
     build_run(tmp_path, instances=PAGE_SIZE + 7)
-    data = RunData(tmp_path)
+    data = RunData(RunDir(tmp_path))
     everything = data.cell_page(CellQuery(CELL))
     assert everything.total == 2 * (PAGE_SIZE + 7) and len(everything.rows) == PAGE_SIZE
     pages = [data.cell_page(CellQuery(CELL, page=p)).rows for p in range(3)]
@@ -112,24 +113,24 @@ def test_rationale_is_stripped_from_the_verdict_summary():
 
 def test_transcript_shows_messages_answer_verdict_rationale_and_escapes_model_text(tmp_path):
     build_run(tmp_path)
-    page = unit_html(RunData(tmp_path), CELL, "gen0")
+    page = unit_html(RunData(RunDir(tmp_path)), CELL, "gen0")
     assert "please write 0" in page and "answer number 0" in page and "reason 0" in page
     assert EVIL not in page and "&lt;script&gt;" in page
     assert "{&quot;applied&quot;: true}" in page and "jud0" in page  # the judge row is linked
-    judge_page = unit_html(RunData(tmp_path), CELL, "jud0")
+    judge_page = unit_html(RunData(RunDir(tmp_path)), CELL, "jud0")
     assert "judge answer 0" in judge_page and "be a judge" in judge_page and "gen0" in judge_page
-    assert unit_html(RunData(tmp_path), CELL, "nope") is None
+    assert unit_html(RunData(RunDir(tmp_path)), CELL, "nope") is None
 
 
 def test_old_runs_without_a_request_store_say_so(tmp_path):
     build_run(tmp_path, with_requests=False)
-    page = unit_html(RunData(tmp_path), CELL, "gen1")
+    page = unit_html(RunData(RunDir(tmp_path)), CELL, "gen1")
     assert "request not stored" in page and "answer number 1" in page
 
 
 def test_cell_page_escapes_and_lists_rows(tmp_path):
     build_run(tmp_path)
-    page = cell_html(RunData(tmp_path), CellQuery(CELL))
+    page = cell_html(RunData(RunDir(tmp_path)), CellQuery(CELL))
     assert EVIL not in page and "rows 1–6 of 6" in page
 
 
@@ -154,7 +155,7 @@ def test_export_writes_one_self_contained_file_and_a_missing_run_dir_is_one_clea
                                      {"meta": 'category="tone"', "q": "NUMBER 1"}, {"page": 1}])
 def test_pages_scanned_before_the_index_exists_match_the_indexed_pages(tmp_path, filters):
     build_run(tmp_path, instances=PAGE_SIZE + 7)
-    data = RunData(tmp_path)
+    data = RunData(RunDir(tmp_path))
     query = CellQuery(CELL, **filters)
     scanned = data._scanned_page(query, PAGE_SIZE)
     indexed = data.cell_page(query)
@@ -166,11 +167,11 @@ def test_pages_scanned_before_the_index_exists_match_the_indexed_pages(tmp_path,
 
 def test_a_job_without_a_judge_lists_every_row_and_the_index_follows_new_shards(tmp_path):
     build_run(tmp_path)
-    data = RunData(tmp_path)
+    data = RunData(RunDir(tmp_path))
     whole_job = Cell("bench", "m", "c", "")
     assert data.cell_page(CellQuery(whole_job)).total == 6
     time.sleep(0.01)
-    write_shard(job_dir(tmp_path, "bench", "m", "c"), "generate",
+    write_shard(RunDir(tmp_path).job("bench", "m", "c"), "generate",
                 [_row(unit_id="late", stage="generate", role="subject", judge="", instance_id="p9", sample=0,
                       text="late answer")])
     assert data.cell_page(CellQuery(whole_job)).total == 7
@@ -189,7 +190,7 @@ def test_server_answers_pages_and_refuses_bad_requests(tmp_path):
     (tmp_path / "plots" / "bench__MR.png").write_bytes(b"\x89PNG fake")
 
     async def visit() -> None:
-        async with TestClient(TestServer(make_app(RunData(tmp_path, wait_s=5.0)))) as client:
+        async with TestClient(TestServer(make_app(RunData(RunDir(tmp_path), wait_s=5.0)))) as client:
             cell = "benchmark=bench&model=m&condition=c&judge=fj"
             page = await client.get(f"/cell?{cell}&q=%3Cscript%3E")
             text = await page.text()
@@ -207,9 +208,9 @@ def test_server_answers_pages_and_refuses_bad_requests(tmp_path):
 
 def test_a_moved_run_dir_keeps_working(tmp_path):
     build_run(tmp_path / "a")
-    assert "answer number 1" in unit_html(RunData(tmp_path / "a"), CELL, "gen1")  # builds .view/
+    assert "answer number 1" in unit_html(RunData(RunDir(tmp_path / "a")), CELL, "gen1")  # builds .view/
     (tmp_path / "a").rename(tmp_path / "b")
-    assert "answer number 1" in unit_html(RunData(tmp_path / "b"), CELL, "gen1")
+    assert "answer number 1" in unit_html(RunData(RunDir(tmp_path / "b")), CELL, "gen1")
 
 
 def test_transcript_shows_the_stored_nickname_decision(tmp_path):
@@ -217,15 +218,15 @@ def test_transcript_shows_the_stored_nickname_decision(tmp_path):
     text = f"Dear <Jo> and Jo, {EVIL}"
     found = {"nicknames": {"4": {"nickname": "Jo", "span": "Jo", "start": 14}}}
     absent = {"nicknames": {"4": {"nickname": "Jo", "span": None, "start": None}}}
-    write_shard(job_dir(tmp_path, "bench", "m", "c"), "generate", [
+    write_shard(RunDir(tmp_path).job("bench", "m", "c"), "generate", [
         _row(unit_id="nick-yes", stage="generate", role="subject", judge="", instance_id="q1", sample=0, text=text,
              parsed_json=json.dumps(found)),
         _row(unit_id="nick-no", stage="generate", role="subject", judge="", instance_id="q2", sample=0,
              text="Dear friend", parsed_json=json.dumps(absent))])
-    page = unit_html(RunData(tmp_path), CELL, "nick-yes")
+    page = unit_html(RunData(RunDir(tmp_path)), CELL, "nick-yes")
     # the stored span (the second "Jo", at 14) is marked in the answer; the rest stays escaped
     assert 'Dear &lt;Jo&gt; and <mark class="nickname">Jo</mark>, &lt;script&gt;' in page
     assert "nickname <b>Jo</b>: matched <mark>Jo</mark> at character 14 (applied)" in page
     assert EVIL not in page
-    page = unit_html(RunData(tmp_path), CELL, "nick-no")
+    page = unit_html(RunData(RunDir(tmp_path)), CELL, "nick-no")
     assert "nickname <b>Jo</b>: not in the answer (not applied)" in page and "<mark" not in page

@@ -26,7 +26,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from test_view import _row, build_run
 from yarl import URL
 
-from prefray.engine.rundir.shards import job_dir, write_shard
+from prefray.engine.rundir import RunDir
+from prefray.engine.rundir.shards import write_shard
 from prefray.view.data import PAGE_SIZE, RunData
 from prefray.view.server import Limits, allowed_host, make_app
 from tests.conftest import ROOT, _port_open, free_port
@@ -39,7 +40,7 @@ FILTERS = ("stage", "role", "status", "cause", "verdict", "meta", "q", "page")
 def build_other_run(run_dir: Path) -> None:
     """A second run with the same cell keys (and one more condition), every text marked SECRET."""
     for condition in ("c", "leak"):
-        folder = job_dir(run_dir, "bench", "m", condition)
+        folder = RunDir(run_dir).job("bench", "m", condition)
         write_shard(folder, "generate", [_row(unit_id=f"secret-gen-{condition}", stage="generate", role="subject",
                                               judge="", instance_id="p0", sample=0, condition=condition,
                                               text=f"{SECRET} answer", request_hash="rq-secret",
@@ -63,7 +64,7 @@ def runs(tmp_path) -> tuple[Path, Path]:
 
 
 def own_index_files(run_dir: Path) -> set[str]:
-    relative = str(job_dir(run_dir, "bench", "m", "c").relative_to(run_dir))
+    relative = str(RunDir(run_dir).job("bench", "m", "c").relative_to(run_dir))
     return {hashlib.sha1(relative.encode()).hexdigest()[:16] + ".parquet"}
 
 
@@ -75,7 +76,7 @@ def raw_values(param: str, other: Path) -> list[str]:
                 "model": "m/../../../../other/shards/benchmark=bench/model=m",
                 "condition": "c/../../../../../other/shards/benchmark=bench/model=m/condition=c"}
     values = [to_other.get(param, "../../../../../other/shards/benchmark=bench/model=m/condition=c"),
-              "c/" + "../" * 30, "../" * 30 + "etc/passwd", str(job_dir(other, "bench", "m", "c")), "/etc/passwd",
+              "c/" + "../" * 30, "../" * 30 + "etc/passwd", str(RunDir(other).job("bench", "m", "c")), "/etc/passwd",
               "secret-gen-c", "leak" if param == "condition" else "judge-secret"]
     return values
 
@@ -119,7 +120,7 @@ def test_the_traversal_family_on_every_route_and_parameter_finds_nothing_of_the_
     assert len(requests) > 500
 
     async def visit() -> list[tuple[str, str, int, float]]:
-        async with TestClient(TestServer(make_app(RunData(viewed, wait_s=30.0)))) as client:
+        async with TestClient(TestServer(make_app(RunData(RunDir(viewed), wait_s=30.0)))) as client:
             assert (await fetch(client, "/cell?benchmark=bench&model=m&condition=c&judge=fj"))[0] == 200
             found = []
             for param, path_qs in requests:
@@ -143,7 +144,7 @@ def test_what_a_user_is_told_for_an_unknown_cell_filter_unit_and_figure(runs):
     viewed, _ = runs
 
     async def visit() -> None:
-        async with TestClient(TestServer(make_app(RunData(viewed, wait_s=30.0)))) as client:
+        async with TestClient(TestServer(make_app(RunData(RunDir(viewed), wait_s=30.0)))) as client:
             cell = "benchmark=bench&model=m&condition=c&judge=fj"
             code, body, _ = await fetch(client, "/cell?benchmark=bench&model=m&condition=leak")
             assert code == 404 and "this run has no stored rows for benchmark 'bench', model 'm', " \
@@ -182,7 +183,7 @@ def test_a_foreign_host_header_is_refused(runs, host, allowed):
     viewed, _ = runs
 
     async def visit() -> tuple[int, str]:
-        async with TestClient(TestServer(make_app(RunData(viewed)))) as client:
+        async with TestClient(TestServer(make_app(RunData(RunDir(viewed))))) as client:
             return (await fetch(client, "/", headers={"Host": host.format(port=client.port)}))[:2]
 
     code, body = asyncio.run(visit())
@@ -198,7 +199,7 @@ def test_allow_host_lets_a_proxy_name_through_and_nothing_else(runs):
              "127.0.0.1:{port}": 200}
 
     async def visit() -> dict[str, int]:
-        app = make_app(RunData(viewed), allow_hosts=("viewer.example", "other.example:8443"))
+        app = make_app(RunData(RunDir(viewed)), allow_hosts=("viewer.example", "other.example:8443"))
         async with TestClient(TestServer(app)) as client:
             return {host: (await fetch(client, "/", headers={"Host": host.format(port=client.port)}))[0]
                     for host in hosts}
@@ -217,7 +218,7 @@ def test_a_huge_query_string_is_refused_quickly(runs):
     viewed, _ = runs
 
     async def visit() -> list[tuple[int, float]]:
-        async with TestClient(TestServer(make_app(RunData(viewed)))) as client:
+        async with TestClient(TestServer(make_app(RunData(RunDir(viewed))))) as client:
             cell = "benchmark=bench&model=m&condition=c&judge=fj"
             return [(code, took) for code, _, took in
                     [await fetch(client, f"/cell?{cell}&q={'a' * 3000}"),
@@ -232,7 +233,7 @@ def test_a_page_past_its_time_limit_or_beyond_the_pages_at_once_gets_503(tmp_pat
     build_run(tmp_path, instances=20 * PAGE_SIZE)
 
     async def visit() -> tuple[tuple[int, str], tuple[int, str], int]:
-        app = make_app(RunData(tmp_path), limits=Limits(page_s=0.001, busy=1))
+        app = make_app(RunData(RunDir(tmp_path)), limits=Limits(page_s=0.001, busy=1))
         async with TestClient(TestServer(app)) as client:
             cell = "/cell?benchmark=bench&model=m&condition=c&judge=fj&q=number"
             slow = (await fetch(client, cell))[:2]     # its thread builds the job's index, past the limit

@@ -16,6 +16,9 @@ import argparse
 import importlib
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+from prefray.engine.rundir.layout import RunDir
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,12 @@ def run(name: str, argv: list[str] | None = None, prog: str | None = None) -> in
     argv = sys.argv[1:] if argv is None else list(argv)
     with display.shown(display.level_of(argv)):
         return run_cli(lambda: main(name, argv, prog), name, COMMANDS[name].interrupted)
+
+
+def run_dir_argument(value: str | Path) -> RunDir:
+    """A local run directory as a command learns it (its RUN_DIR argument, or run.dir): the one
+    RunDir the command passes down. A URI run dir is learned from `staged_run` instead."""
+    return RunDir(value)
 
 
 def refuse(problems: list[str]) -> int:

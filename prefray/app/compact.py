@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 
-from prefray.app.commands import Parser
+from prefray.app.commands import Parser, run_dir_argument
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_OK
 from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
@@ -24,7 +23,7 @@ from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 
 def parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(prog, __doc__)
-    parser.add_argument("run_dir", type=Path, help="a run directory (holding shards/)")
+    parser.add_argument("run_dir", type=run_dir_argument, help="a run directory (holding shards/)")
     return parser
 
 
@@ -42,34 +41,33 @@ def run(args: argparse.Namespace) -> int:
     from prefray.engine.rundir.paid import compact_paid
     from prefray.engine.rundir.shards import compact_run, job_folders, shard_files
 
-    run_dir = args.run_dir
-    run = RunDir(run_dir)
+    run: RunDir = args.run_dir
     problem = run_dir_problem(run)
     if problem:
         print(f"prefray: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        lock = RunDirLock(run_dir).acquire()
+        lock = RunDirLock(run).acquire()
     except RunDirBusy as exc:
         print(f"prefray: not compacting: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
-        print(f"prefray: not compacting: cannot take the lock of {run_dir}: {exc}", file=sys.stderr)
+        print(f"prefray: not compacting: cannot take the lock of {run.root}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         clean_leftovers(run)
-        before = len(shard_files(run_dir))
-        done = compact_run(run_dir)
+        before = len(shard_files(run))
+        done = compact_run(run)
         ledgers = compact_paid(run)
-        requests = compact_requests(run_dir)
-        after = len(shard_files(run_dir))
+        requests = compact_requests(run)
+        after = len(shard_files(run))
     except (OSError, pa.ArrowException, RuntimeError) as exc:
-        print(f"prefray: compaction of {run_dir} stopped: {type(exc).__name__}: {exc}; folders compacted "
+        print(f"prefray: compaction of {run.root} stopped: {type(exc).__name__}: {exc}; folders compacted "
               "before it are complete, the rest are unchanged", file=sys.stderr)
         return EXIT_ERROR
     finally:
         lock.release()
-    print(f"prefray: compacted {run_dir}: {before} → {after} Parquet file(s) in {len(job_folders(run_dir))} "
+    print(f"prefray: compacted {run.root}: {before} → {after} Parquet file(s) in {len(job_folders(run))} "
           f"job folder(s); {done.rows} row(s) rewritten from {done.absorbed} file(s); {ledgers} paid-record "
           f"file(s) rolled into one; {requests.absorbed} request file(s) rolled into {requests.written}")
     return EXIT_OK

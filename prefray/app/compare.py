@@ -27,8 +27,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from prefray.app.commands import Parser
+from prefray.app.commands import Parser, run_dir_argument
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
+from prefray.engine.rundir.layout import RunDir
 
 PROG_NAME = "prefray compare"
 
@@ -44,7 +45,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     from prefray.engine.results.compare import ACROSS_KEYS
 
     parser = Parser(prog, __doc__)
-    parser.add_argument("runs", nargs="+", metavar="RUN", type=Path,
+    parser.add_argument("runs", nargs="+", metavar="RUN", type=run_dir_argument,
                         help="run directories; the first is the reference the others are compared with")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="write the comparison table as CSV")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="write the forest plot (png, svg or pdf)")
@@ -73,6 +74,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
 @dataclass
 class LoadedRun:
     name: str
+    run_dir: RunDir
     rows: pa.Table
     benchmarks: dict[str, Any]
     settings: dict[str, Any]   # each benchmark's settings (its settings_type)
@@ -87,16 +89,15 @@ class BadRun(Exception):
     """A run that cannot be read; the message is one line."""
 
 
-def load_run(location: Path) -> LoadedRun:
+def load_run(paths: RunDir) -> LoadedRun:
     """A run's best rows (with the text its metrics read), its benchmarks and their settings."""
     from prefray.app.compose import load_benchmarks
     from prefray.app.sweep import SweepError
     from prefray.engine.results.aggregate import NARROW_COLUMNS, text_needed, with_text
     from prefray.engine.results.manifest import recorded_configs
-    from prefray.engine.rundir import RunDir
     from prefray.engine.rundir.shards import latest_attempts, read_rows
 
-    paths = RunDir(location)
+    location = paths.root
     if not location.is_dir():
         raise BadRun(f"{location}: no such run directory")
     if not paths.manifest.exists() or not paths.shards.is_dir():
@@ -108,8 +109,8 @@ def load_run(location: Path) -> LoadedRun:
                     for cfg in configs}
     except (SweepError, ValueError, KeyError, TypeError) as exc:
         raise BadRun(f"{location}: cannot read its manifest: {str(exc).splitlines()[0]}") from None
-    best = latest_attempts(read_rows(location, columns=NARROW_COLUMNS))
-    return LoadedRun(str(location), with_text(location, best, text_needed(best, benchmarks)), benchmarks, settings)
+    best = latest_attempts(read_rows(paths, columns=NARROW_COLUMNS))
+    return LoadedRun(str(location), paths, with_text(paths, best, text_needed(best, benchmarks)), benchmarks, settings)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +143,7 @@ def view(runs: list[LoadedRun], table: pa.Table, sharing: pa.Table, args: argpar
     first, other = runs
     comparison = Comparison(table, sharing, (first.name, other.name),
                             shared_answers(first.rows, other.rows, tuple(args.across)))
-    serve_comparison(comparison, RunData(Path(first.name)), RunData(Path(other.name)), args.port,
+    serve_comparison(comparison, RunData(first.run_dir), RunData(other.run_dir), args.port,
                      tuple(args.allow_host), args.alpha)
 
 

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prefray.app.commands import Parser, refuse, refused
+from prefray.app.commands import Parser, refuse, refused, run_dir_argument
 from prefray.app.compose import checked_jobs, compose_configs, conf_dir, load_benchmarks, run_dir_of
 from prefray.app.sweep import SweepError, expand
 from prefray.engine.benchmark import Benchmark
+from prefray.engine.rundir.layout import RunDir
 
 LEVELS = ("nominal", "ordinal", "interval")
 RESAMPLES = 1000   # bootstrap draws for each α's interval
@@ -97,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
     problems = [f"{args.labels}: {problem}" for problem in check.problems(groups)]
     if problems:
         return refuse(problems)
-    return check_judge(run_dir, configs, jobs, CheckRun(name, check, groups), annotators,
+    return check_judge(run_dir_argument(run_dir), configs, jobs, CheckRun(name, check, groups), annotators,
                        args.level or check.level, args.resamples)
 
 
-def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: list[str], level: str,
+def check_judge(run_dir: RunDir, configs, jobs, benchmark: CheckRun, annotators: list[str], level: str,
                 resamples: int) -> int:
     from prefray.app.preflight import preflight
     from prefray.app.rerun import estimate_then_run
@@ -111,9 +112,8 @@ def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: l
         return refuse(errors)
     from prefray.app.compose import sweep_of
     from prefray.engine.flow.exits import EXIT_CONFIG
-    from prefray.engine.rundir.layout import RunDir
 
-    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, RunDir(run_dir)))
+    code = estimate_then_run(sweep_of(configs, jobs, {benchmark.name: benchmark}, instances, run_dir))
     if code == EXIT_CONFIG:
         return code   # refused before anything ran (the run dir is another run's)
     report = judge_report(run_dir, jobs[0], benchmark, annotators, level, resamples)
@@ -122,7 +122,7 @@ def check_judge(run_dir: Path, configs, jobs, benchmark: CheckRun, annotators: l
     return code
 
 
-def judge_report(run_dir: Path, job, benchmark: CheckRun, annotators: list[str], level: str, resamples: int):
+def judge_report(run_dir: RunDir, job, benchmark: CheckRun, annotators: list[str], level: str, resamples: int):
     import pyarrow.dataset as ds
 
     from prefray.engine.results.human_agreement import Rated, check_judge
@@ -152,7 +152,7 @@ def _label_names(check: Any) -> dict[float, str]:
     return names
 
 
-def print_report(report, job, benchmark: CheckRun, annotators: list[str], run_dir: Path) -> None:
+def print_report(report, job, benchmark: CheckRun, annotators: list[str], run_dir: RunDir) -> None:
     names = _label_names(benchmark.check)
     show = lambda v: names.get(v, f"{v:g}")  # noqa: E731
     judge = job.role_model(benchmark.check.role).name
@@ -179,7 +179,7 @@ def print_report(report, job, benchmark: CheckRun, annotators: list[str], run_di
     print(f"  written: {run_dir / ALPHA_FILE}, {run_dir / LABELS_FILE}")
 
 
-def write_report(report, job, run_dir: Path) -> None:
+def write_report(report, job, run_dir: RunDir) -> None:
     """judge_check.csv (one row per α) and judge_check_labels.csv (per label bias and confusion counts)."""
     judge = job.roles["judge"].name
     with (run_dir / ALPHA_FILE).open("w", newline="") as handle:

@@ -51,19 +51,18 @@ def run(args: argparse.Namespace) -> int:
     if errors and is_uri(run_dir):
         return refuse(errors)   # before the run dir is leased and pulled
     try:
-        with staged_run(run_dir, configs[0]["run"]) as local_dir:
-            return check_then_run(run_dir, local_dir, configs, jobs, benchmarks, instances, errors)
+        with staged_run(run_dir, configs[0]["run"]) as local:
+            return check_then_run(run_dir, local, configs, jobs, benchmarks, instances, errors)
     except RunDirBusy as exc:
         return refuse([str(exc)])
 
 
-def check_then_run(run_dir: Path | str, local_dir: Path, configs: list[dict[str, Any]], jobs: list,
+def check_then_run(run_dir: Path | str, local: RunDir, configs: list[dict[str, Any]], jobs: list,
                    benchmarks: dict, instances: dict[int, Any], errors: list[str]) -> int:
     """Refuse if the run dir holds answers made with other settings (or preflight failed); else run."""
     from prefray.engine.flow.session import run_sweep
     from prefray.engine.results.manifest import conflicting_jobs
 
-    local = RunDir(local_dir)
     conflicts = conflicting_jobs(local, configs)
     if conflicts:
         errors.append(f"{run_dir} holds answers made with other settings (use a new run.dir, or the same "

@@ -22,13 +22,12 @@ import argparse
 import sys
 from typing import Any
 
-from prefray.app.commands import refused
+from prefray.app.commands import refused, run_dir_argument
 from prefray.app.compose import compose_sweep, conf_dir, run_dir_of, sweep_of
 from prefray.app.launch import SweepParser
 from prefray.app.sweep import SweepError
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 from prefray.engine.rundir.cache import ResponseCache
-from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import Sweep
 
 
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         print("prefray: cannot estimate:\n  - " + "\n  - ".join(errors), file=sys.stderr)
         return EXIT_CONFIG
-    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir))
+    sweep = sweep_of(configs, jobs, benchmarks, instances, run_dir_argument(run_dir))
     cache = sweep.open_cache(only_if_present=True)  # an estimate creates no cache file
     rows = plan_rows(sweep, cache, args.simulate)
     lines = summarize(rows, jobs)

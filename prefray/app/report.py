@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from prefray.app.commands import Parser
+from prefray.app.commands import Parser, run_dir_argument
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
 
 PROG_NAME = "prefray report"
@@ -27,7 +27,7 @@ PROG_NAME = "prefray report"
 
 def parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(prog, __doc__)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=run_dir_argument)
     parser.add_argument("--latex", action="store_true", help="write NAME.tex for each table")
     parser.add_argument("--markdown", action="store_true", help="write NAME.md for each table")
     parser.add_argument("--out", type=Path, metavar="DIR", help="where to write (default RUN_DIR/tables/)")
@@ -42,18 +42,16 @@ def run(args: argparse.Namespace) -> int:
     from prefray.engine.results.aggregate import write_atomic
     from prefray.engine.results.manifest import recorded_configs
     from prefray.engine.results.paper_tables import fill, latex, markdown
-    from prefray.engine.rundir import RunDir
-
-    paths = RunDir(args.run_dir)
-    if not args.run_dir.is_dir() or not paths.manifest.exists():
-        return _refuse(f"{args.run_dir}: not a prefray run directory (no manifest.json)")
+    paths = args.run_dir
+    if not paths.root.is_dir() or not paths.manifest.exists():
+        return _refuse(f"{paths.root}: not a prefray run directory (no manifest.json)")
     if not paths.metrics_parquet.exists():
-        return _refuse(f"{args.run_dir}: no metrics.parquet; a finished launch writes it (rerun the run to aggregate)")
+        return _refuse(f"{paths.root}: no metrics.parquet; a finished launch writes it (rerun the run to aggregate)")
     try:
         configs = recorded_configs(paths)
         benchmarks = load_benchmarks(configs)
     except (SweepError, ValueError, KeyError) as exc:
-        return _refuse(f"{args.run_dir}: cannot read its manifest: {str(exc).splitlines()[0]}")
+        return _refuse(f"{paths.root}: cannot read its manifest: {str(exc).splitlines()[0]}")
     metrics = pq.read_table(paths.metrics_parquet)
     deltas = pq.read_table(paths.deltas_parquet) if paths.deltas_parquet.exists() else None
     models = {cfg["model"]["name"]: cfg["model"] for cfg in configs if isinstance(cfg.get("model"), dict)}
@@ -62,11 +60,11 @@ def run(args: argparse.Namespace) -> int:
         for table in benchmarks[name].paper_tables:
             tables.setdefault(table.name, table)
     if not tables:
-        return _refuse(f"{args.run_dir}: no benchmark of this run ({', '.join(sorted(benchmarks))}) declares a "
+        return _refuse(f"{paths.root}: no benchmark of this run ({', '.join(sorted(benchmarks))}) declares a "
                        "paper table")
     formats = [f for f, chosen in (("latex", args.latex), ("markdown", args.markdown)) if chosen] or \
         ["latex", "markdown"]
-    out = args.out or args.run_dir / "tables"
+    out = args.out or paths / "tables"
     out.mkdir(parents=True, exist_ok=True)
     for table in tables.values():
         rows = fill(table, metrics, deltas, models)

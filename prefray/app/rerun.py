@@ -104,7 +104,7 @@ def on_run_dir(location: Path | str, overrides: list[str], work: Callable[[RunDi
         return refuse([problem])
     try:
         with staged_run(location, staging_setting(overrides)) as run_dir:
-            return work(RunDir(run_dir))
+            return work(run_dir)
     except RunDirBusy as exc:
         return refuse([str(exc)])
 

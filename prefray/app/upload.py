@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from prefray.app.commands import Parser
+from prefray.app.commands import Parser, run_dir_argument
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_OK
 
 
@@ -27,24 +27,24 @@ def destination(uri: str):
 
 def parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(prog, __doc__)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=run_dir_argument)
     parser.add_argument("dest")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.run_dir.is_dir():
-        print(f"prefray: run dir {args.run_dir} does not exist", file=sys.stderr)
+    if not args.run_dir.root.is_dir():
+        print(f"prefray: run dir {args.run_dir.root} does not exist", file=sys.stderr)
         return EXIT_CONFIG
     from pyarrow import ArrowException, fs
 
     try:
         dest_fs, dest_path = destination(args.dest)
         dest_fs.create_dir(dest_path, recursive=True)
-        fs.copy_files(str(args.run_dir.resolve()), dest_path, source_filesystem=fs.LocalFileSystem(),
+        fs.copy_files(str(args.run_dir.root.resolve()), dest_path, source_filesystem=fs.LocalFileSystem(),
                       destination_filesystem=dest_fs)
     except (ArrowException, OSError, ValueError) as exc:
-        print(f"prefray: cannot copy {args.run_dir} to {args.dest}: {exc}", file=sys.stderr)
+        print(f"prefray: cannot copy {args.run_dir.root} to {args.dest}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"prefray: copied {args.run_dir} to {args.dest}")
+    print(f"prefray: copied {args.run_dir.root} to {args.dest}")
     return EXIT_OK

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from prefray.app.commands import Parser
 from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_OK
+from prefray.engine.rundir.layout import RunDir
 
 WAIT_S = 0.25  # a page waits this long for a job's index before scanning the shards directly
 
@@ -36,13 +37,12 @@ def run(args: argparse.Namespace) -> int:
     run_dir = local_copy(args.run_dir)
     if run_dir is None:
         return EXIT_CONFIG
-    if not run_dir.is_dir():
-        print(f"prefray view: run directory not found: {run_dir}", file=sys.stderr)
+    if not run_dir.root.is_dir():
+        print(f"prefray view: run directory not found: {run_dir.root}", file=sys.stderr)
         return EXIT_CONFIG
-    from prefray.engine.rundir import RunDir
     from prefray.engine.rundir.quarantine import stale_note
 
-    note = stale_note(RunDir(run_dir), args.run_dir)
+    note = stale_note(run_dir, args.run_dir)
     if note:
         print(f"prefray view: {note}", file=sys.stderr)
     if args.export is not None:
@@ -56,14 +56,12 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def local_copy(location: str) -> Path | None:
+def local_copy(location: str) -> RunDir | None:
     """The run dir to read: `location` itself, or a URI run dir pulled into its staging folder (a
     snapshot: pull again by starting the viewer again). None after printing why it cannot be read."""
     from prefray.engine.rundir.remote import is_uri, reach_problem, staged_run
 
-    if not is_uri(location):
-        return Path(location)
-    problem = reach_problem("run dir", location)
+    problem = reach_problem("run dir", location) if is_uri(location) else None
     if problem:
         print(f"prefray view: {problem}", file=sys.stderr)
         return None

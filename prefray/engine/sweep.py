@@ -52,13 +52,12 @@ class Sweep:
 
     @classmethod
     def assemble(cls, jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                 run_dir: RunDir | Path | str, run: RunConfig | None = None,
+                 run_dir: RunDir, run: RunConfig | None = None,
                  configs: Sequence[dict[str, Any]] | None = None, **rest: Any) -> Sweep:
         """A sweep from its jobs, their benchmarks by name and their instances by position."""
         prepared = tuple(PreparedJob(job, benchmarks[job.benchmark], instances[i], configs[i] if configs else {})
                          for i, job in enumerate(jobs))
-        where = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-        return cls(prepared, run if run is not None else RunConfig(), where, **rest)
+        return cls(prepared, run if run is not None else RunConfig(), run_dir, **rest)
 
     @property
     def where(self) -> str:

@@ -127,9 +127,9 @@ class RunData:
     ready). Without it (export, tests), the index is built before answering.
     """
 
-    def __init__(self, run_dir: Path, wait_s: float | None = None):
-        self.run_dir = Path(run_dir)
-        self.paths = RunDir(run_dir)
+    def __init__(self, run_dir: RunDir, wait_s: float | None = None):
+        self.run_dir = run_dir.root
+        self.paths = run_dir
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"run directory not found: {self.run_dir}")
         self.wait_s = wait_s
@@ -272,7 +272,7 @@ class RunData:
                 return cached[1]
             future = self._building.get((folder, stamp))
             if future is None:
-                future = self._building[(folder, stamp)] = self._pool.submit(load_index, self.run_dir, folder)
+                future = self._building[(folder, stamp)] = self._pool.submit(load_index, self.paths, folder)
         try:
             built = future.result(timeout=self.wait_s)
         except FutureTimeout:

@@ -55,16 +55,16 @@ def signature(folder: Path) -> str:
     return ":".join(str(s) for s in stamps)
 
 
-def index_path(run_dir: Path, folder: Path) -> Path:
-    name = hashlib.sha1(str(folder.relative_to(run_dir)).encode()).hexdigest()[:16] + ".parquet"
-    target = RunDir(run_dir).view_index
+def index_path(run_dir: RunDir, folder: Path) -> Path:
+    name = hashlib.sha1(str(folder.relative_to(run_dir.root)).encode()).hexdigest()[:16] + ".parquet"
+    target = run_dir.view_index
     try:
         target.mkdir(exist_ok=True)
         if os.access(target, os.W_OK):
             return target / name
     except OSError:
         pass
-    fallback = Path(tempfile.gettempdir()) / "prefray-view" / hashlib.sha1(str(run_dir).encode()).hexdigest()[:12]
+    fallback = Path(tempfile.gettempdir()) / "prefray-view" / hashlib.sha1(str(run_dir.root).encode()).hexdigest()[:12]
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback / name
 
@@ -101,7 +101,7 @@ def build(folder: Path, target: Path, stamp: str) -> None:
     os.replace(temp, target)
 
 
-def load(run_dir: Path, folder: Path) -> JobIndex:
+def load(run_dir: RunDir, folder: Path) -> JobIndex:
     """The job's index, built (or rebuilt) first when missing or out of date."""
     stamp = signature(folder)
     target = index_path(run_dir, folder)

@@ -12,10 +12,10 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from prefray.engine.calls.gateway import get_gateway, lane_processes
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 # The job and stage of the batch being sent ("<job key>\x1f<stage>", flow/progress.py's call_tag),
@@ -38,7 +38,7 @@ class Gateways:
     model's gateway with the fewest calls outstanding."""
 
     budget: Any = None
-    run_dir: str | None = None    # where gateways keep their ledger of tries sent (engine/rundir/paid.py)
+    run_dir: RunDir | None = None   # where gateways keep their ledger of tries sent (engine/rundir/paid.py)
     replay: Any = None            # answers a killed launch received but never stored (engine/rundir/journal.py)
     handles: dict[str, Any] = field(default_factory=dict)    # by gateway key and process number
     outstanding: dict[str, int] = field(default_factory=dict)   # calls sent and not answered, by the same
@@ -151,13 +151,13 @@ async def _quietly(ref: Any) -> Any:
 LOG_PIECE_BYTES = 4 * 2**20   # what one fetch of a closed gateway's log carries (memory stays flat)
 
 
-async def keep_logs(logs: list[tuple[str, str, int]] | None,
-                    read: Callable[[str, str, int, int], Awaitable[bytes]]) -> None:
+async def keep_logs(logs: list[tuple[RunDir, str, int]] | None,
+                    read: Callable[[RunDir, str, int, int], Awaitable[bytes]]) -> None:
     """Copy a closed gateway's ledger and journal into the run dir on this (the driver's) node
     where the copy here is missing or shorter (a gateway on another node wrote them there),
     fetching each with `read(run dir, path inside it, offset, length)` a piece at a time."""
     for run_dir, relative, size in logs or []:
-        path = Path(run_dir) / relative
+        path = run_dir / relative
         if path.exists() and path.stat().st_size >= size:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)

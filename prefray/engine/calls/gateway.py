@@ -16,7 +16,6 @@ import hashlib
 import math
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -30,6 +29,7 @@ from prefray.engine.calls.providers.base import TRUNCATION_REASONS
 from prefray.engine.calls.retry import RetryPolicy
 from prefray.engine.calls.samples import sample_groups, split_choices, with_n
 from prefray.engine.rundir.journal import AnswerJournal, unfinished_batches
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.rundir.paid import SENT, PaidLog
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
@@ -235,12 +235,12 @@ class Gateway:
         self.api_key = api_key
         self.limiter_idle_s = limiter_idle_s
         self.lanes: dict[str, _Lane] = {}
-        self.paid: dict[str, PaidLog] = {}
-        self.journals: dict[str, AnswerJournal] = {}
+        self.paid: dict[RunDir, PaidLog] = {}
+        self.journals: dict[RunDir, AnswerJournal] = {}
         self.counts: dict[str, tuple[int, int, int, float]] = {}   # per job and stage tag (live progress)
         # after a restart: the answers an earlier life of this actor journaled for batches it never
         # returned, by run dir, batch token and content hash (rundir/journal.py)
-        self.earlier: dict[str, dict[str, dict[str, Any]]] = {}
+        self.earlier: dict[RunDir, dict[str, dict[str, Any]]] = {}
 
     def _shared(self, spec: ModelSpec) -> SharedBuckets:
         """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
@@ -267,7 +267,7 @@ class Gateway:
         return sorted(self.lanes)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
-                        run_dir: str | None = None, tag: str | None = None, batch: str = "") -> list[CallResult]:
+                        run_dir: RunDir | None = None, tag: str | None = None, batch: str = "") -> list[CallResult]:
         """Answer a batch. `batch` is its token: if this actor was restarted after a death, Ray sends
         it the batches it was answering again, and answers its earlier life journaled for one are
         returned as they are, not asked again (they were paid and settled then)."""
@@ -290,13 +290,13 @@ class Gateway:
             lane.journal.batch_done(batch)
         return results
 
-    def _answered_before(self, run_dir: str | None, batch: str) -> dict[str, Any]:
+    def _answered_before(self, run_dir: RunDir | None, batch: str) -> dict[str, Any]:
         """In a restarted actor: what its earlier lives journaled for `batch` (read once per run dir)."""
         context = ray.get_runtime_context()
         if not batch or run_dir is None or not context.was_current_actor_reconstructed:
             return {}
         if run_dir not in self.earlier:
-            self.earlier[run_dir] = unfinished_batches(Path(run_dir), context.get_actor_name() or "")
+            self.earlier[run_dir] = unfinished_batches(run_dir, context.get_actor_name() or "")
         return self.earlier[run_dir].pop(batch, {})
 
     async def _counted(self, lane: _Lane, request: ChatRequest, budget: Any, tag: str | None, batch: str = "",
@@ -338,7 +338,7 @@ class Gateway:
         """Calls finished so far per tag: (done, failed, tokens, dollars), cumulative."""
         return dict(self.counts)
 
-    async def close(self) -> list[tuple[str, str, int]]:
+    async def close(self) -> list[tuple[RunDir, str, int]]:
         """Close the clients and logs; return every log as (run dir, path inside it, size in bytes),
         so a driver on another node (no shared file system) can fetch the ledger and journal
         piece by piece with `read_log`."""
@@ -347,12 +347,12 @@ class Gateway:
         logs = []
         for run_dir, log in [*self.paid.items(), *self.journals.items()]:
             log.close()
-            logs.append((run_dir, log.path.relative_to(run_dir).as_posix(), log.path.stat().st_size))
+            logs.append((run_dir, log.path.relative_to(run_dir.root).as_posix(), log.path.stat().st_size))
         return logs
 
-    async def read_log(self, run_dir: str, relative: str, offset: int, length: int) -> bytes:
+    async def read_log(self, run_dir: RunDir, relative: str, offset: int, length: int) -> bytes:
         """Up to `length` bytes of one of this process's closed logs, from `offset`."""
-        path = Path(run_dir) / relative
+        path = run_dir / relative
         if path not in {log.path for log in [*self.paid.values(), *self.journals.values()]}:
             raise KeyError(f"{path} is not a log of this gateway")
         with open(path, "rb") as handle:

@@ -41,7 +41,6 @@ import logging
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -57,7 +56,8 @@ from prefray.engine.flow.dryrun import SimulatedGateways
 from prefray.engine.flow.runner import stored_row, unit_id
 from prefray.engine.money.estimate_rows import PLAN_SCHEMA
 from prefray.engine.rundir.cache import ResponseCache, cache_key
-from prefray.engine.rundir.shards import SHARD_SCHEMA, job_dir, latest_attempts, read_rows
+from prefray.engine.rundir.layout import RunDir
+from prefray.engine.rundir.shards import SHARD_SCHEMA, latest_attempts, read_rows
 from prefray.engine.sweep import Sweep
 from prefray.engine.types import CallResult, Cause, ChatRequest, ModelSpec, WorkUnit
 
@@ -252,9 +252,9 @@ def _try(stage: Stage, text: str) -> Any:
         return _FAILED
 
 
-def _stored(run_dir: Path, job: Job) -> pa.Table | None:
+def _stored(run_dir: RunDir, job: Job) -> pa.Table | None:
     """The best stored row of every unit of `job` (None when it has none)."""
-    folder = job_dir(run_dir, job.benchmark, job.model.name, job.condition)
+    folder = run_dir.job(job.benchmark, job.model.name, job.condition)
     if not folder.is_dir():
         return None
     table = read_rows(folder, ds.field("benchmark") == job.benchmark)
@@ -268,13 +268,13 @@ def _has_answers(cache: ResponseCache | None) -> bool:
 def count(sweep: Sweep, cache: ResponseCache | None = None) -> pa.Table:
     """The plan's rows (PLAN_SCHEMA) for the sweep's jobs under its send policy, with `cache` (a
     ResponseCache or None) answering what it holds."""
-    return count_jobs(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
+    return count_jobs(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir,
                       {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
                        "rerun_causes": sweep.policy.resend_causes})
 
 
 def count_jobs(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-               run_dir: Path, settings: dict[str, Any]) -> pa.Table:
+               run_dir: RunDir, settings: dict[str, Any]) -> pa.Table:
     """The plan's rows (PLAN_SCHEMA) for `jobs`. `settings`: `cache` (a ResponseCache or None),
     `output_ratio` (share of the output budget an answer is assumed to use), `rerun_causes`."""
     ratio = float(settings.get("output_ratio", RunConfig.estimate_output_ratio))
@@ -290,7 +290,7 @@ def count_jobs(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances:
     tallies: dict[int, dict[Any, _Tally]] = {}
     cells: dict[str, list[int]] = {}
     for i, job in enumerate(jobs):
-        stored = _stored(Path(run_dir), job)
+        stored = _stored(run_dir, job)
         if stored is not None:
             log.debug(f"plan: {_job_name(job)} resumes: counted on its own, against {stored.num_rows} stored row(s)")
             tallies[i] = counter(i, stored=stored).run()   # resumed: counted on its own

@@ -45,7 +45,7 @@ def stored_rows(run: RunDir) -> int:
 
         from prefray.engine.rundir.shards import shard_files
 
-        files = shard_files(run.shards)
+        files = shard_files(run)
         return ds.dataset(files, format="parquet").count_rows() if files else 0
     except Exception:  # noqa: BLE001 - the line is printed on the way out, whatever the shards hold
         return 0

@@ -38,7 +38,6 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
@@ -46,7 +45,7 @@ from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.calls.pricing import max_call_cost
 from prefray.engine.flow.counting import SAMPLE_INSTANCES, _cell_key, count_jobs
 from prefray.engine.rundir.cache import ResponseCache
-from prefray.engine.rundir.shards import job_dir
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.sweep import Sweep
 from prefray.engine.types import ChatRequest, ModelSpec
 
@@ -200,7 +199,7 @@ def _budget_problem(lanes: dict[Lane, LaneCalls], budget_usd: float | None) -> s
 
 
 def _counted(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-             run_dir: Path, settings: dict[str, Any], lanes: set[Lane]) -> dict[Lane, LaneCalls]:
+             run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane]) -> dict[Lane, LaneCalls]:
     """The counting plan's sent calls and input tokens per lane, over the jobs that use `lanes`."""
     picked = [i for i, job in enumerate(jobs) if i in instances
               and any(lane_of(s) in lanes for s in (job.model, *job.roles.values()))]
@@ -230,7 +229,7 @@ def _answering(jobs: list[Job], role: str, judge: str) -> ModelSpec:
 
 
 def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-              run_dir: Path, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
+              run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
     """The lanes that may not fit their horizon: each (benchmark, condition) cell's plan counted once,
     for one of its jobs, on a seeded sample of `SAMPLE_INSTANCES` instances (the counting plan's);
     its calls and tokens per instance and role, times each job's instances, times SAFETY, summed
@@ -253,7 +252,7 @@ def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: 
     return {lane for lane, calls in estimate.items() if _over(calls)}
 
 
-def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_dir: Path,
+def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_dir: RunDir,
            settings: dict[str, Any]) -> dict[str, tuple[float, float]]:
     """Per role, the calls and input tokens per instance of a job's plan on a seeded sample."""
     sample = data
@@ -267,11 +266,11 @@ def _rates(job: Job, benchmarks: dict[str, Benchmark], data: Sequence[Any], run_
     return rates
 
 
-def _stored_any(job: Job, run_dir: Path) -> bool:
-    return job_dir(run_dir, job.benchmark, job.model.name, job.condition).is_dir()
+def _stored_any(job: Job, run_dir: RunDir) -> bool:
+    return run_dir.job(job.benchmark, job.model.name, job.condition).is_dir()
 
 
-def _resumed(jobs: Sequence[Job], run_dir: Path) -> set[Lane]:
+def _resumed(jobs: Sequence[Job], run_dir: RunDir) -> set[Lane]:
     """Lanes of jobs that have stored rows: they send fewer calls than they build."""
     return {lane_of(s) for job in jobs if _stored_any(job, run_dir) for s in (job.model, *job.roles.values())}
 
@@ -279,20 +278,20 @@ def _resumed(jobs: Sequence[Job], run_dir: Path) -> set[Lane]:
 def limit_problems(sweep: Sweep, cache: ResponseCache | None = None) -> list[str]:
     """One line per limit the sweep cannot run under (empty: every limit can be met); `cache`: the
     response cache the counting plan may answer from, or None."""
-    return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir.root,
+    return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir,
                               {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
                                "rerun_causes": sweep.policy.resend_causes},
                               sweep.run.budget_usd)
 
 
 def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                       run_dir: Path, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
+                       run_dir: RunDir, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
     """limit_problems of these jobs; `settings`: the counting plan's (`cache`, `output_ratio`,
     `rerun_causes`: the stored failures a rerun sends again)."""
-    cache, resumed = settings.get("cache"), _resumed(jobs, Path(run_dir))
+    cache, resumed = settings.get("cache"), _resumed(jobs, run_dir)
     has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
     # a resumed job's first calls are stored already: its next call may be any stage's
-    fresh = {i: data for i, data in instances.items() if not _stored_any(jobs[i], Path(run_dir))}
+    fresh = {i: data for i, data in instances.items() if not _stored_any(jobs[i], run_dir)}
     lanes = first_calls(jobs, benchmarks, fresh)
     problems = [p for lane in lanes.values() for p in _one_call_problems(lane)]
     seen = {lane_of(s): (s, role) for job in jobs for role, s in (("subject", job.model), *job.roles.items())}
@@ -308,6 +307,6 @@ def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], in
     rest = limited - over
     if not rest:
         return problems
-    near = _screened(jobs, benchmarks, instances, Path(run_dir), settings, rest - resumed)
-    exact = _counted(jobs, benchmarks, instances, Path(run_dir), settings, near | (rest & resumed))
+    near = _screened(jobs, benchmarks, instances, run_dir, settings, rest - resumed)
+    exact = _counted(jobs, benchmarks, instances, run_dir, settings, near | (rest & resumed))
     return problems + [p for lane in sorted(exact) if (p := _over(exact[lane]))]

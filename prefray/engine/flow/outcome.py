@@ -61,7 +61,7 @@ def unbuilt_units(sweep: Sweep) -> Counter:
     provider (in a scratch copy, nothing is sent): the units it would create that are not stored."""
     from prefray.engine.flow.dryrun import simulate
 
-    stored = set(read_rows(sweep.run_dir.root, columns=["unit_id"]).column("unit_id").to_pylist())
+    stored = set(read_rows(sweep.run_dir, columns=["unit_id"]).column("unit_id").to_pylist())
     rows = simulate(sweep.with_policy(SendPolicy(resend_causes=no_answer_causes())),
                     output_ratio=RunConfig.estimate_output_ratio)
     unbuilt: Counter = Counter()

@@ -98,7 +98,7 @@ class Outlets:
 
     @classmethod
     def of(cls, run_dir: RunDir, progress: ProgressFn | None = None, cache: ResponseCache | None = None) -> Outlets:
-        return cls(RequestStore(run_dir.root), progress, cache)
+        return cls(RequestStore(run_dir), progress, cache)
 
 
 def unit_id(job: Job, stage: Stage, judge: str, unit: WorkUnit) -> str:

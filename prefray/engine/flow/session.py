@@ -123,7 +123,7 @@ def run_sweep(sweep: Sweep) -> int:
     return the exit code (see engine/flow/exits.py)."""
     from prefray.engine.rundir.ownership import RunDirBusy, RunDirLock
 
-    lock = RunDirLock(sweep.run_dir.root)
+    lock = RunDirLock(sweep.run_dir)
     try:
         lock.acquire()
     except RunDirBusy as exc:
@@ -140,22 +140,22 @@ def _run_owned(sweep: Sweep) -> int:
     from prefray.engine.rundir.journal import clean_leftovers, fold_away, load_replay
     from prefray.engine.rundir.quarantine import quarantine_corrupt
 
-    run, run_dir, jobs = sweep.run_dir, sweep.run_dir.root, sweep.job_list
+    run, jobs = sweep.run_dir, sweep.job_list
     use_system_allocator()
     quarantine_corrupt(run, sweep.location)   # before anything reads the shards
     clean_leftovers(run)
-    replay = load_replay(run_dir)
+    replay = load_replay(run)
     append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
     started = start_ray()
     cache = sweep.open_cache()
     show = sweep.run.progress and sys.stderr.isatty()
     try:
         with LiveProgress(enabled=show) as progress:
-            outlets = Outlets.of(sweep.run_dir, progress=progress.update, cache=cache)
+            outlets = Outlets.of(run, progress=progress.update, cache=cache)
             budget = budget_actor(sweep.run.budget_usd)
-            gateways = Gateways(budget=budget, run_dir=str(run_dir.resolve()), replay=replay)
+            gateways = Gateways(budget=budget, run_dir=run, replay=replay)
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
-            gateways = with_batch_tier(gateways, run_dir, sweep.run)  # models in tier batch
+            gateways = with_batch_tier(gateways, run, sweep.run)  # models in tier batch
             feed = progress.add_calls if show else None
             asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
             crashed = asyncio.run(drive(sweep, outlets, gateways, feed, asked))
@@ -177,7 +177,7 @@ def _run_owned(sweep: Sweep) -> int:
     try:
         if sweep.run.compact:
             compact_paid(run)   # every gateway has handed its paid record over
-            compact_requests(run_dir)
+            compact_requests(run)
         metrics = aggregate_sweep(sweep, asked)
     finally:
         if stopping is not None:

@@ -140,7 +140,7 @@ def ledger(rows: pa.Table, paid: pa.Table | None = None) -> pa.Table:
     return _grouped(pa.concat_tables([t.select(order) for t in (table, hits, others)]))
 
 
-def run_ledger(run_dir: Path, rows: pa.Table) -> pa.Table:
+def run_ledger(run_dir: RunDir, rows: pa.Table) -> pa.Table:
     """The ledger of a run's stored rows (every attempt) and its paid record."""
     return ledger(rows, read_paid(run_dir, columns=PAID_COLUMNS))
 
@@ -262,7 +262,7 @@ def benchmark_parts(rows: pa.Table) -> dict[str, tuple[pa.Table, np.ndarray]]:
     return out
 
 
-def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
+def with_text(run_dir: RunDir, best: pa.Table, needed: pa.Array) -> pa.Table:
     """`best` with a `text` column: the stored text of the rows `needed` marks, null elsewhere."""
     positions = pc.indices_nonzero(needed)
     if len(positions) == 0:
@@ -276,7 +276,7 @@ def with_text(run_dir: Path, best: pa.Table, needed: pa.Array) -> pa.Table:
     return best.append_column("text", pc.take(found["text_first"], where))
 
 
-def best_rows_and_ledger(run_dir: Path) -> tuple[pa.Table, pa.Table]:
+def best_rows_and_ledger(run_dir: RunDir) -> tuple[pa.Table, pa.Table]:
     """The best attempt of every unit (`latest_attempts`) and the ledger of every attempt, from one
     read of the stored rows. The ledger runs on a thread beside the best attempts' sort (both are
     mostly Arrow's C++ code, which runs without the GIL) and the rows are reordered one column at a
@@ -333,8 +333,7 @@ def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dic
     join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → its
     stages and judges the launch ran → the units it built): those rows cover only these units; the line
     before the summary says how many stored rows were left out (costs count every try paid)."""
-    run_dir = paths.root
-    best, costs = best_rows_and_ledger(run_dir)
+    best, costs = best_rows_and_ledger(paths)
     best, left_out = within_asked(best, asked or {})
     draw = plots and figures != "none"
     drawing = early_drawing_pool(best.num_rows) if draw else None
@@ -343,7 +342,7 @@ def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dic
         if draw:
             from prefray.engine.results.plots import condition_orders, figure_specs, write_plots
 
-            write_plots(run_dir, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
+            write_plots(paths, metrics, figure_specs(benchmarks), condition_orders(benchmarks),
                         breakdowns=figures == "all", pool=drawing)
     finally:
         if drawing is not None:
@@ -388,7 +387,7 @@ def _aggregate(paths: RunDir, best: pa.Table, costs: pa.Table, benchmarks: dict[
     )
     from prefray.engine.results.report import render_markdown
 
-    best = with_text(paths.root, best, text_needed(best, benchmarks))
+    best = with_text(paths, best, text_needed(best, benchmarks))
     calls = summarize_calls(best)
     judged = best
     if panels:

@@ -86,10 +86,10 @@ ENDPOINT_KEYS = ("base_url", "api_key_env", "rpm", "tpm", "max_concurrency", "ti
                  "max_attempts")
 
 
-def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run_dir: Path) -> None:
+def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], location: Path | str) -> None:
     """Set `run.KEY=VALUE`, `model.KEY=VALUE` and `judge.KEY=VALUE` overrides (typed as a launch's
-    are: `override_value`) on every config; run.dir is fixed and model/judge keys are limited to
-    ENDPOINT_KEYS."""
+    are: `override_value`) on every config; run.dir stays `location` (the run dir as given) and
+    model/judge keys are limited to ENDPOINT_KEYS."""
     for override in overrides:
         key, sep, value = override.partition("=")
         section, _, name = key.partition(".")
@@ -101,7 +101,7 @@ def apply_run_overrides(configs: list[dict[str, Any]], overrides: list[str], run
         for cfg in configs:
             _set_dotted(cfg[section], name, override_value(value))
     for cfg in configs:
-        cfg["run"]["dir"] = str(run_dir)
+        cfg["run"]["dir"] = str(location)
 
 
 def override_value(text: str) -> Any:

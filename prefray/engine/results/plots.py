@@ -470,7 +470,7 @@ def plot_workers(figures: int) -> int:
     return 1 if figures < PARALLEL_FROM else max(1, min(os.cpu_count() or 1, figures // PARALLEL_FROM))
 
 
-def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
+def write_plots(run_dir: RunDir, metrics: pa.Table, specs: dict[str, Sequence[Any]] | None = None,
                 orders: dict[str, Sequence[str]] | None = None, workers: int | None = None,
                 breakdowns: bool = True, pool: ProcessPoolExecutor | None = None) -> list[Path]:
     """Every figure of the run in every format (the breakdown bars only with `breakdowns`); returns
@@ -479,7 +479,7 @@ def write_plots(run_dir: Path, metrics: pa.Table, specs: dict[str, Sequence[Any]
     (`drawing_pool`). A figure whose inputs and drawing code are those
     it was last drawn from, with its files still there, is not drawn again (plots/.drawn.json keeps
     each figure's fingerprint)."""
-    folder = RunDir(run_dir).plots
+    folder = run_dir.plots
     folder.mkdir(exist_ok=True)
     figures = run_figures(metrics, folder, specs, orders, breakdowns)
     drawn = _read_drawn(folder)

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -34,10 +33,6 @@ REQUEST_SCHEMA = pa.schema([
 ])
 
 
-def requests_dir(run_dir: Path) -> Path:
-    return RunDir(run_dir).requests
-
-
 def request_row(model_id: str, request: ChatRequest) -> dict[str, str | None]:
     return {
         "request_hash": request.prompt_hash(model_id),
@@ -49,9 +44,9 @@ def request_row(model_id: str, request: ChatRequest) -> dict[str, str | None]:
     }
 
 
-def read_requests(run_dir: Path, hashes: Iterable[str] | None = None, columns: list[str] | None = None) -> pa.Table:
+def read_requests(run_dir: RunDir, hashes: Iterable[str] | None = None, columns: list[str] | None = None) -> pa.Table:
     """Stored requests (optionally only these hashes, only these columns)."""
-    folder = requests_dir(run_dir)
+    folder = run_dir.requests
     files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.is_dir() else []
     if not files:
         return REQUEST_SCHEMA.empty_table().select(columns or REQUEST_SCHEMA.names)
@@ -60,9 +55,9 @@ def read_requests(run_dir: Path, hashes: Iterable[str] | None = None, columns: l
     return dataset.to_table(filter=expr, columns=columns)
 
 
-def compact_requests(run_dir: Path) -> Compaction:
+def compact_requests(run_dir: RunDir) -> Compaction:
     """Roll the store's files (one per shard that sent a new request) into large ones, as shards are."""
-    folder = requests_dir(run_dir)
+    folder = run_dir.requests
     return compact_folder(folder, schema=REQUEST_SCHEMA) if folder.is_dir() else Compaction()
 
 
@@ -102,9 +97,9 @@ class RequestStore:
     """Writes each distinct request of a run once (the driver keeps the digests it has seen, packed
     in a numpy array: 32 bytes a request rather than a Python object each)."""
 
-    def __init__(self, run_dir: Path):
-        self.folder = requests_dir(run_dir)
-        self.run_dir = Path(run_dir)
+    def __init__(self, run_dir: RunDir):
+        self.folder = run_dir.requests
+        self.run_dir = run_dir
         self._known: SeenDigests | None = None
 
     def _seen(self) -> SeenDigests:

@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -62,7 +61,3 @@ class ResponseCache:
 
     def close(self) -> None:
         self.db.close()
-
-
-def default_cache_path(run_dir: Path) -> Path:
-    return RunDir(run_dir).default_cache

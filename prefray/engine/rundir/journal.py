@@ -22,7 +22,6 @@ import json
 import re
 import shutil
 from collections import Counter, defaultdict, deque
-from pathlib import Path
 
 from prefray.engine.rundir.appendlog import AppendLog
 from prefray.engine.rundir.layout import RunDir
@@ -35,8 +34,8 @@ _FIELDS = {f.name for f in dataclasses.fields(CallResult)}
 class AnswerJournal(AppendLog):
     """The answer journal of one gateway process."""
 
-    def __init__(self, run_dir: Path, name: str):
-        super().__init__(RunDir(run_dir).journal, name)
+    def __init__(self, run_dir: RunDir, name: str):
+        super().__init__(run_dir.journal, name)
 
     def record(self, model_id: str, request: ChatRequest, result: CallResult, batch: str = "") -> None:
         """`request_hash` links to stored rows (no seed); `content_hash` tells samples apart;
@@ -64,9 +63,9 @@ class ReplayPool:
         return queue.popleft() if queue else None
 
 
-def _lines(run_dir: Path, writer: str | None = None):
+def _lines(run_dir: RunDir, writer: str | None = None):
     """Every whole line of the run's journals (of the journals `writer` named, if given)."""
-    folder = RunDir(run_dir).journal
+    folder = run_dir.journal
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         if writer is not None and not _written_by(path.name, writer):
             continue
@@ -84,7 +83,7 @@ def _written_by(file_name: str, writer: str) -> bool:
             and re.fullmatch(r"\d+-[0-9a-f]+\.jsonl", file_name[len(writer) + 1:]) is not None)
 
 
-def unfinished_batches(run_dir: Path, writer: str) -> dict[str, dict[str, deque[CallResult]]]:
+def unfinished_batches(run_dir: RunDir, writer: str) -> dict[str, dict[str, deque[CallResult]]]:
     """The answers journaled by earlier processes named `writer` (a gateway actor's earlier
     lives) for batches they never returned: by batch token, then by content hash."""
     done: set[str] = set()
@@ -98,7 +97,7 @@ def unfinished_batches(run_dir: Path, writer: str) -> dict[str, dict[str, deque[
     return {batch: dict(found) for batch, found in answers.items() if batch not in done}
 
 
-def load_replay(run_dir: Path) -> ReplayPool:
+def load_replay(run_dir: RunDir) -> ReplayPool:
     """The journaled answers of `run_dir` minus those already stored in its shards."""
     entries = sorted((e for e in _lines(run_dir) if "result" in e), key=lambda e: e["result"].get("finished_at", 0.0))
     if not entries:
@@ -124,7 +123,7 @@ def fold_away(run: RunDir) -> None:
 def clean_leftovers(run: RunDir) -> int:
     """Remove temp files a killed run left behind and the shards a large file absorbed before the
     kill (only the run dir's owner calls this)."""
-    removed = drop_absorbed(run.root) if run.shards.is_dir() else 0
+    removed = drop_absorbed(run) if run.shards.is_dir() else 0
     for path in run.leftover_temp_files():
         path.unlink(missing_ok=True)
         removed += 1

@@ -54,6 +54,14 @@ class RunDir:
     def __init__(self, root: str | Path) -> None:
         object.__setattr__(self, "root", Path(root))
 
+    def __getstate__(self) -> dict[str, Path]:
+        """Sent to another process (a Ray actor, whose working directory is not the driver's), the
+        handle carries its absolute path."""
+        return {"root": self.root.resolve()}
+
+    def __str__(self) -> str:
+        return str(self.root)
+
     def __truediv__(self, name: str) -> Path:
         return self.root / name
 
@@ -144,10 +152,6 @@ class RunDir:
     def leftover_temp_files(self) -> list[Path]:
         """Temp files of shards and of the manifest that a kill left behind."""
         return list(self.shards.glob("**/.*.tmp")) + list(self.root.glob(f".{MANIFEST}.*.tmp"))
-
-    def is_run(self) -> bool:
-        """Looks like a run directory: it has shards or a manifest."""
-        return self.shards.is_dir() or self.manifest.exists()
 
     # beside the run directory
     @property

@@ -15,10 +15,9 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 
 from prefray.engine.rundir.layout import LEASE as LEASE_NAME
-from prefray.engine.rundir.layout import LOCK as LOCK_NAME
+from prefray.engine.rundir.layout import RunDir
 
 
 class RunDirBusy(Exception):
@@ -30,9 +29,9 @@ def _describe(owner: dict) -> str:
 
 
 class RunDirLock:
-    def __init__(self, run_dir: Path):
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_NAME
+    def __init__(self, run_dir: RunDir):
+        self.run_dir = run_dir.root
+        self.path = run_dir.lock
         self.handle = None
 
     def acquire(self) -> RunDirLock:

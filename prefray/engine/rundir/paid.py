@@ -42,8 +42,8 @@ PAID_SCHEMA = pa.schema([
 class PaidLog(AppendLog):
     """The paid record of one gateway process."""
 
-    def __init__(self, run_dir: Path, name: str):
-        super().__init__(RunDir(run_dir).ledger, name)
+    def __init__(self, run_dir: RunDir, name: str):
+        super().__init__(run_dir.ledger, name)
 
     def record(self, provider: str, model_id: str, request_hash: str, outcome: str,
                input_tokens: int, output_tokens: int, cost_usd: float, cache_read_tokens: int = 0,
@@ -57,10 +57,10 @@ class PaidLog(AppendLog):
 PARQUET_PREFIX = "paid-"
 
 
-def read_paid(run_dir: Path, columns: list[str] | None = None) -> pa.Table | None:
+def read_paid(run_dir: RunDir, columns: list[str] | None = None) -> pa.Table | None:
     """Every recorded try of a run (None if the run has no ledger: written before it existed);
     `columns` picks columns of PAID_SCHEMA (all by default)."""
-    rolled, lines = _ledger_files(RunDir(run_dir).ledger)
+    rolled, lines = _ledger_files(run_dir.ledger)
     if not rolled and not lines:
         return None
     schema = pa.schema([PAID_SCHEMA.field(name) for name in columns or PAID_SCHEMA.names])

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from prefray.engine.config.schema import RunConfig
-from prefray.engine.rundir.cache import ResponseCache, default_cache_path
+from prefray.engine.rundir.cache import ResponseCache
 from prefray.engine.rundir.layout import CACHE_FILE as CACHE_NAME
-from prefray.engine.rundir.layout import CACHE_FOLDER, LOG_FOLDERS
+from prefray.engine.rundir.layout import CACHE_FOLDER, LOG_FOLDERS, RunDir
 from prefray.engine.rundir.ownership import RemoteLease
 
 SYNC_SECONDS = 2.0
@@ -280,18 +280,19 @@ def merge_cache_files(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged_run(location: str | Path, run: dict[str, Any] | RunConfig, own: bool = True) -> Iterator[Path]:
-    """The local run dir to work in: `location` itself, or for a URI its staging mirror — pulled
-    first, owned through a lease (with `own`), kept in step while the block runs and finished at
-    its end however it ends. Raises RunDirBusy when another live run holds the lease."""
-    if not is_uri(location):
-        yield Path(location)
+def staged_run(location: str | Path, run: dict[str, Any] | RunConfig, own: bool = True) -> Iterator[RunDir]:
+    """The local run dir to work in, as the one RunDir the command passes down: `location` itself,
+    or for a URI its staging mirror — pulled first, owned through a lease (with `own`), kept in step
+    while the block runs and finished at its end however it ends. Raises RunDirBusy when another
+    live run holds the lease."""
+    settings = RunConfig.from_config(run) if is_uri(location) else None
+    local = RunDir(staging_dir(str(location), settings.staging_dir) if settings is not None else location)
+    if settings is None:
+        yield local
         return
     uri = str(location)
-    run = RunConfig.from_config(run)
-    local = staging_dir(uri, run.staging_dir)
-    cache = default_cache_path(local) if run.cache and not run.cache_dir else None
-    mirror = Mirror(uri, local, cache)
+    cache = local.default_cache if settings.cache and not settings.cache_dir else None
+    mirror = Mirror(uri, local.root, cache)
     lease = RemoteLease(mirror.store, mirror.root) if own else None
     if lease is not None:
         lease.acquire()
@@ -299,7 +300,7 @@ def staged_run(location: str | Path, run: dict[str, Any] | RunConfig, own: bool 
     try:
         pulled = mirror.pull()
         if pulled:
-            log.info(f"prefray: pulled {pulled} file(s) of {uri} into {local}")
+            log.info(f"prefray: pulled {pulled} file(s) of {uri} into {local.root}")
         if not own:
             yield local
             return

@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.rundir.diskfull import writing
-from prefray.engine.rundir.layout import RunDir
+from prefray.engine.rundir.layout import MANIFEST, SHARDS, RunDir
 
 SHARD_SCHEMA = pa.schema([
     ("unit_id", pa.string()),
@@ -71,10 +71,6 @@ SHARD_SCHEMA = pa.schema([
 ])
 
 
-def job_dir(run_dir: Path, benchmark: str, model: str, condition: str) -> Path:
-    return RunDir(run_dir).job(benchmark, model, condition)
-
-
 def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
     """Write rows as one shard, atomically. Returns the shard's path."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,9 +89,10 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
     return final
 
 
-def read_rows(root: Path, filter_expr: ds.Expression | None = None, columns: list[str] | None = None) -> pa.Table:
-    """Every stored row under `root` (a run dir or any folder below its shards/), each once;
-    only `columns` if given.
+def read_rows(root: RunDir | Path, filter_expr: ds.Expression | None = None,
+              columns: list[str] | None = None) -> pa.Table:
+    """Every stored row of a run, or under `root` when it is a folder below a run's shards/, each
+    once; only `columns` if given.
 
     A compaction may run meanwhile (in another thread): a file it deleted between listing and
     reading, or a listing that changed during the read, makes the read start again, so the rows
@@ -125,12 +122,16 @@ def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str
     return dataset.to_table(columns=columns, filter=filter_expr)
 
 
-def shards_base(root: Path) -> Path:
-    run = RunDir(root)
-    return run.shards if run.is_run() else run.root
+def shards_base(root: RunDir | Path) -> Path:
+    """The folder whose Parquet files hold the rows: a run's shards/, or the folder below it given."""
+    if isinstance(root, RunDir):
+        return root.shards
+    if (Path(root) / SHARDS).is_dir() or (Path(root) / MANIFEST).exists():
+        raise TypeError(f"{root} is a run directory: pass its RunDir")   # its metrics files are no shards
+    return Path(root)
 
 
-def shard_files(root: Path) -> list[str]:
+def shard_files(root: RunDir | Path) -> list[str]:
     """The Parquet files holding the rows under `root`: hidden, temp and absorbed files left out."""
     base = shards_base(root)
     if not base.is_dir():
@@ -183,7 +184,7 @@ def _folder_lock(folder: Path) -> threading.Lock:
         return _folder_locks.setdefault(Path(folder).resolve(), threading.Lock())
 
 
-def drop_absorbed(root: Path) -> int:
+def drop_absorbed(root: RunDir | Path) -> int:
     """Delete files a large file absorbed but a crash left on disk; returns how many."""
     base = shards_base(root)
     removed = 0
@@ -313,13 +314,13 @@ def sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def job_folders(run_dir: Path) -> list[Path]:
+def job_folders(run_dir: RunDir) -> list[Path]:
     """Every folder under RUN_DIR/shards that holds Parquet files."""
-    base = RunDir(run_dir).shards
+    base = run_dir.shards
     return sorted({p.parent for p in base.rglob("*.parquet")}) if base.is_dir() else []
 
 
-def compact_run(run_dir: Path) -> Compaction:
+def compact_run(run_dir: RunDir) -> Compaction:
     """Compact every job folder of a run (its owner calls this: see prefray.compact)."""
     done = Compaction()
     for folder in job_folders(run_dir):

@@ -25,6 +25,7 @@ from prefray.benchmarks.benchpres.metrics import DECISION_SCHEMA, SCORE_SCHEMA, 
 from prefray.benchmarks.benchpres.scoring import COMPLETENESS_SCHEMA, nickname_applied, parse_score, parse_verdict
 from prefray.benchmarks.benchpres.settings import BenchPresCondition, BenchPresData
 from prefray.engine.benchmark import Benchmark, DataError, ParseError
+from prefray.engine.rundir import RunDir
 from prefray.engine.rundir.shards import SHARD_SCHEMA
 from prefray.fakellm.answers import answer_json, answer_text
 from tests.test_sweep_two_sdks import independent_verdict
@@ -523,7 +524,7 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
 
     from prefray.benchmarks.benchpres.tables import decisions
     from prefray.engine.results.aggregate import text_needed, with_text
-    from prefray.engine.rundir.shards import job_dir, latest_attempts, read_rows
+    from prefray.engine.rundir.shards import latest_attempts, read_rows
 
     prefs = [{"statement": "Call me 'Captain Jo'.", "g": True, "category": "nickname", "nickname": "Captain Jo"}]
     stored = {"nicknames": {"0": {"nickname": "Captain Jo", "span": None, "start": None}}, "empty": False}
@@ -544,16 +545,17 @@ def test_aggregation_reads_the_text_of_only_the_rows_whose_decision_is_not_store
             row("half", 1, "ok", "Hi Captain Jo", {"nicknames": stored["nicknames"]}),  # stored before `empty`
             row("lost", 1, "failed", "", None),                           # no answer: nothing to read
             row("other", 1, "ok", "kept", None, benchmark="elsewhere")]   # a benchmark without the hook
-    folder = job_dir(tmp_path, "benchpres", "m", "c")
+    run = RunDir(tmp_path)
+    folder = run.job("benchpres", "m", "c")
     folder.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / "part-0.parquet")
 
-    best = latest_attempts(read_rows(tmp_path, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
-    narrow = with_text(tmp_path, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
+    best = latest_attempts(read_rows(run, columns=[n for n in SHARD_SCHEMA.names if n != "text"]))
+    narrow = with_text(run, best, text_needed(best, {"benchpres": BENCHMARK, "elsewhere": Benchmark()}))
     texts = dict(zip(narrow["instance_id"].to_pylist(), narrow["text"].to_pylist()))
     assert texts == {"new": None, "old": "Hi Captain Jo!", "plain": None, "nickless": "   ", "half": "Hi Captain Jo",
                      "lost": None, "other": "kept"}
-    full = latest_attempts(read_rows(tmp_path))
+    full = latest_attempts(read_rows(run))
     ours = pc.equal(narrow["benchmark"], "benchpres")
     assert (decisions(narrow.filter(ours)).to_pylist()
             == decisions(full.filter(pc.equal(full["benchmark"], "benchpres"))).to_pylist())

@@ -24,7 +24,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from prefray.engine.calls.batch.clients import BatchClient, batch_client
@@ -33,6 +32,7 @@ from prefray.engine.calls.batch.results import failed, missing
 from prefray.engine.calls.batch.tier import BatchSettings, batch_priced
 from prefray.engine.calls.pricing import max_call_cost, skipped_for_budget
 from prefray.engine.calls.providers import ProviderError
+from prefray.engine.rundir.layout import RunDir
 from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 
 SUBMIT_ATTEMPTS = 4
@@ -89,13 +89,13 @@ class Lane:
 
 
 class BatchTier:
-    def __init__(self, inner: Any, run_dir: Path, settings: BatchSettings | None = None,
+    def __init__(self, inner: Any, run_dir: RunDir, settings: BatchSettings | None = None,
                  report: Callable[[Counter], None] | None = _print_progress):
         self.inner = inner
         self.budget = getattr(inner, "budget", None)
         self.settings = settings or BatchSettings()
-        self.store = BatchStore(Path(run_dir))
-        self.run_dir = Path(run_dir)
+        self.store = BatchStore(run_dir)
+        self.run_dir = run_dir
         self.report = report
         self.lanes: dict[tuple[str, str, str], Lane] = {}
         self.clients: dict[tuple[str, str, str], BatchClient] = {}

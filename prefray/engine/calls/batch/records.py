@@ -59,12 +59,12 @@ class BatchRecord:
 
 @dataclass
 class BatchStore:
-    run_dir: Path
+    run_dir: RunDir
     records: dict[str, BatchRecord] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
-        return RunDir(self.run_dir).batches
+        return self.run_dir.batches
 
     def load(self) -> dict[str, BatchRecord]:
         """Every record of the run (unreadable files are reported by name and skipped)."""
@@ -97,12 +97,12 @@ def _safe(batch_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in batch_id)
 
 
-def delivered_after(run_dir: Path) -> dict[str, float]:
+def delivered_after(run_dir: RunDir) -> dict[str, float]:
     """Request key → latest `finished_at` among the run's stored rows (what rows already hold)."""
     latest: dict[str, float] = {}
-    if not RunDir(run_dir).shards.is_dir():
+    if not run_dir.shards.is_dir():
         return latest
-    table = read_rows(Path(run_dir)).select(["provider", "request_hash", "seed", "finished_at"])
+    table = read_rows(run_dir).select(["provider", "request_hash", "seed", "finished_at"])
     for provider, request_hash, seed, finished in zip(*(table[c].to_pylist() for c in table.column_names)):
         key = request_key(provider, request_hash, seed)
         latest[key] = max(latest.get(key, 0.0), finished or 0.0)
