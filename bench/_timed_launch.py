@@ -11,7 +11,6 @@ figures alone, and Ray's shutdown (on a thread during the aggregation, see engin
 
 from __future__ import annotations
 
-import atexit
 import functools
 import inspect
 import json
@@ -49,6 +48,7 @@ def main() -> int:
     import prefray.app.launch as launch
     import prefray.app.preflight as preflight
     import prefray.engine.calls.dispatch as dispatch
+    import prefray.engine.flow.exits as exits
     import prefray.engine.flow.session as session
     import prefray.engine.results.plots as plots
 
@@ -72,15 +72,11 @@ def main() -> int:
 
     ray.shutdown = timed("Ray's shutdown (a local cluster's: on a thread beside the aggregation)", ray.shutdown)
 
-    def report() -> None:
-        marks["exit"] = time.time()
-        print("TIMINGS " + json.dumps({"marks": marks, "spans": spans, "peak_mb": peak_mb()}), file=sys.stderr,
-              flush=True)
-
-    atexit.register(report)   # registered before Ray's own atexit: runs after it
+    exits.ends_after_command()   # as `python -m prefray.launch` does (prefray.app.run_process)
     code = launch.run(launch.parser("prefray.launch").parse_args(sys.argv[1:]))
     marks["main done"] = time.time()
-    return code
+    print("TIMINGS " + json.dumps({"marks": marks, "spans": spans, "peak_mb": peak_mb()}), file=sys.stderr, flush=True)
+    return exits.end_process(code)   # the process's exit, as the command's own (the parent times it)
 
 
 if __name__ == "__main__":
