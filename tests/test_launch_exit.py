@@ -4,7 +4,6 @@ cluster's processes with it (engine/flow/exits.py's end_process)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -38,8 +37,7 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
     sends the raylet SIGTERM and waits for each process in turn): it ended with the process."""
     mark = f"prefray-test-{uuid.uuid4().hex}"
     ray_temp = tempfile.mkdtemp(prefix="r")    # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update({"PREFRAY_TEST_MARK": mark, "RAY_TMPDIR": ray_temp})
+    env = {"RAY_ADDRESS": "", "PREFRAY_TEST_MARK": mark, "RAY_TMPDIR": ray_temp}   # no address: a cluster of its own
     run_dir = tmp_path / "run"
     try:
         done = launch("model=fake", "judge=fake", "limit=1", *fake_server.model_overrides(), f"run.dir={run_dir}",

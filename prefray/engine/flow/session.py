@@ -65,7 +65,9 @@ def start_ray() -> bool:
     os.environ.setdefault("RAY_worker_niceness", "0")
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
-        ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
+        # "local": a cluster of this launch's own, never the last one `ray start` began on this machine
+        # (what ray.init joins when given no address): it ends with the launch (exits.end_process)
+        ray.init(address=address or "local", namespace=NAMESPACE, _node_ip_address=node_ip(address),
                  log_to_driver=False, include_dashboard=False, configure_logging=False)
         return address is None
     return False
