@@ -7,9 +7,10 @@ calls, closing the gateways), the compaction of the request and paid records, th
 and figures, and the process's exit (a local cluster ends with the process: engine/flow/exits.py).
 The calls' own time is the fake server's span from the first request admitted to the last.
 
-`--before DIR` runs the same launch from another checkout of prefray (e.g. `git worktree add
---detach DIR COMMIT`), alternately with this one, so both see the same load; each run prints the
-machine's load average when it starts.
+`--before DIR` runs the same launch from another checkout of prefray (e.g. `git archive COMMIT |
+tar -x -C DIR`), alternately with this one, so both see the same load; each run prints the
+machine's load average when it starts, and "port" when another Ray node held the dashboard agent's
+port 52365 then (the launch's cluster then waits ~3.3 s for its agent: ray.init cannot move the port).
 
 Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [extra launch overrides...]
 """
@@ -28,10 +29,19 @@ from pathlib import Path
 
 from _common import ROOT, fake_server, stats
 
+AGENT_PORT = 52365   # Ray's fixed dashboard agent port (ray_constants.DEFAULT_DASHBOARD_AGENT_LISTEN_PORT)
+
+
+def agent_port_taken() -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", AGENT_PORT)) == 0
+
 
 def one(tree: Path, extra: list[str]) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
-    load = os.getloadavg()[0]
+    load, taken = os.getloadavg()[0], agent_port_taken()
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
         began = time.time()
@@ -54,13 +64,13 @@ def one(tree: Path, extra: list[str]) -> dict:
              "exit": ended - marks["main done"]}
     return {"wall": wall, "calls": calls, "requests": sum(server.get("by_model", {}).values()),
             "beyond": wall - calls, "steps": steps, "figures": len(list((run_dir / "plots").glob("*.png"))),
-            "load": load}
+            "load": load, "port": taken}
 
 
 def show(name: str, runs: list[dict]) -> None:
     ranked = sorted(runs, key=lambda r: r["beyond"])
     r = ranked[len(ranked) // 2]
-    beyond = ", ".join(f"{x['beyond']:.2f} (load {x['load']:.1f})" for x in runs)
+    beyond = ", ".join(f"{x['beyond']:.2f} (load {x['load']:.1f}{', port' if x['port'] else ''})" for x in runs)
     print(f"{name}: median of {len(runs)} by time beyond the calls (runs in order: {beyond} s)")
     print(f"  wall {r['wall']:.2f} s, calls {r['calls']:.2f} s ({r['requests']} requests), "
           f"beyond the calls {r['beyond']:.2f} s (goal <= 5), {r['figures']} figure(s), load {r['load']:.1f}")

@@ -53,7 +53,7 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         while alive and time.time() < deadline:
             time.sleep(0.2)
             alive = _marked(mark)
-        assert alive == []
+        assert alive == [], [Path(f"/proc/{pid}/cmdline").read_bytes()[:200] for pid in alive]
         raylet_logs = list(Path(ray_temp).glob("ray/session_*/logs/raylet.out"))
         assert raylet_logs, "the launch started no cluster of its own"
         assert all("received SIGTERM" not in log.read_text(errors="replace") for log in raylet_logs)

@@ -103,16 +103,24 @@ def cluster_ends_with_process(started: bool) -> bool:
 
 def end_process(code: int) -> int:
     """`code`, the exit code of a command's process. If a launch in it started a local Ray cluster,
-    the process ends here (its output flushed, `os._exit`), and the cluster's processes with it:
-    Ray starts them bound to the life of the process that started them (the kernel ends them when
-    it ends). Neither Ray's orderly stop (~1.5 s: each process is sent SIGTERM and waited for up to
-    a second in turn, its autoscaler monitor always the whole second) nor the interpreter's teardown
-    of every module (~0.5 s) is waited for; the run's files are all closed by then. Otherwise the
-    interpreter exits as usual."""
+    the process ends here: every process below it (Ray's, and the workers and agents Ray's raylet
+    started) is killed at once, its output is flushed and it exits (`os._exit`). Neither Ray's
+    orderly stop (~1.5 s: each process is sent SIGTERM and waited for up to a second in turn, its
+    autoscaler monitor always the whole second) nor the interpreter's teardown of every module
+    (~0.5 s) is waited for; the run's files are all closed by then. Otherwise (or where the
+    processes below it cannot be listed) the interpreter exits as usual."""
     ray = sys.modules.get("ray")
     if not (_process["started_cluster"] and _process["ends_after_command"] and ray is not None
             and ray.is_initialized()):
         return code
+    below = descendants(os.getpid())
+    if below is None:
+        return code
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:   # ended meanwhile
+            pass
     logging.shutdown()   # flushes every handler
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -120,3 +128,28 @@ def end_process(code: int) -> int:
         except (OSError, ValueError):  # a closed pipe: nothing more can be said on it
             pass
     os._exit(code)
+
+
+def descendants(pid: int) -> list[int] | None:
+    """The processes below `pid` (children, theirs, ...), parents first; None without /proc."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):   # ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        below = children.get(todo.pop(0), [])
+        found.extend(below)
+        todo.extend(below)
+    return found
