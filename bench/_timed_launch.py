@@ -1,17 +1,18 @@
 """Run `python -m prefray.launch ARGS` in this process with its steps timed; print one line
-`TIMINGS {json}` to stderr at exit: wall-clock marks, seconds per step and this process's peak RSS.
+`TIMINGS {json}` to stderr when the launch returns: wall-clock marks, seconds per step and this
+process's peak RSS; then the process exits as the launch's own does (exits.end_process).
 
 Usage: python bench/_timed_launch.py [launch args...]
 
 The steps are timed by wrapping the functions that do them (nothing else changes): composing the
 sweep, the preflight, Ray's start, the jobs (gateways' start, the calls, closing the gateways), the
 compaction of the request and paid records, the metrics tables and figures (aggregation), the
-figures alone, and Ray's shutdown (on a thread during the aggregation, see engine/flow/session.py).
+figures alone, and Ray's shutdown where one is run (a joined cluster's disconnect; a local cluster
+ends with the process, engine/flow/exits.py).
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import inspect
 import json
@@ -49,6 +50,7 @@ def main() -> int:
     import prefray.app.launch as launch
     import prefray.app.preflight as preflight
     import prefray.engine.calls.dispatch as dispatch
+    import prefray.engine.flow.exits as exits
     import prefray.engine.flow.session as session
     import prefray.engine.results.plots as plots
 
@@ -70,17 +72,13 @@ def main() -> int:
     plots.write_plots = timed("figures", plots.write_plots)
     import ray
 
-    ray.shutdown = timed("Ray's shutdown (a local cluster's: on a thread beside the aggregation)", ray.shutdown)
+    ray.shutdown = timed("Ray's shutdown", ray.shutdown)
 
-    def report() -> None:
-        marks["exit"] = time.time()
-        print("TIMINGS " + json.dumps({"marks": marks, "spans": spans, "peak_mb": peak_mb()}), file=sys.stderr,
-              flush=True)
-
-    atexit.register(report)   # registered before Ray's own atexit: runs after it
+    exits.ends_after_command()   # as `python -m prefray.launch` does (prefray.app.run_process)
     code = launch.run(launch.parser("prefray.launch").parse_args(sys.argv[1:]))
     marks["main done"] = time.time()
-    return code
+    print("TIMINGS " + json.dumps({"marks": marks, "spans": spans, "peak_mb": peak_mb()}), file=sys.stderr, flush=True)
+    return exits.end_process(code)   # the process's exit, as the command's own (the parent times it)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,15 @@ zero-latency fake server, its wall time split by step (goal: ≤ 5 s beyond its 
 The launch runs in a child process whose steps are timed (bench/_timed_launch.py): Python and
 prefray's imports, composing the sweep, the preflight, Ray's start, the jobs (gateways' start, the
 calls, closing the gateways), the compaction of the request and paid records, the metrics tables
-and figures, Ray's shutdown (on a thread during them) and the process's exit. The calls' own time
-is the fake server's span from the first request admitted to the last.
+and figures, and the process's exit (a local cluster ends with the process: engine/flow/exits.py).
+The calls' own time is the fake server's span from the first request admitted to the last.
 
-Usage: python bench/fixed_overhead.py [--repeats 3] [--figures headline] [extra launch overrides...]
+`--before DIR` runs the same launch from another checkout of prefray (e.g. `git archive COMMIT |
+tar -x -C DIR`), alternately with this one, so both see the same load; each run prints the
+machine's load average when it starts, and "port" when another Ray node held the dashboard agent's
+port 52365 then (the launch's cluster then waits ~3.3 s for its agent: ray.init cannot move the port).
+
+Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [extra launch overrides...]
 """
 
 from __future__ import annotations
@@ -24,16 +29,27 @@ from pathlib import Path
 
 from _common import ROOT, fake_server, stats
 
+AGENT_PORT = 52365   # Ray's fixed dashboard agent port (ray_constants.DEFAULT_DASHBOARD_AGENT_LISTEN_PORT)
 
-def one(extra: list[str]) -> dict:
+
+def agent_port_taken() -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", AGENT_PORT)) == 0
+
+
+def one(tree: Path, extra: list[str]) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
+    load, taken = os.getloadavg()[0], agent_port_taken()
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
         began = time.time()
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
+        done = subprocess.run([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
                                "limit=1", f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
                                "run.cache=false", "run.progress=false", *extra],
-                              cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+                              cwd=tree, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(tree)})
         ended = time.time()
         server = stats(port)
     if done.returncode != 0:
@@ -47,24 +63,36 @@ def one(extra: list[str]) -> dict:
     steps = {"python + imports": marks["imported"] - began, **spans,
              "exit": ended - marks["main done"]}
     return {"wall": wall, "calls": calls, "requests": sum(server.get("by_model", {}).values()),
-            "beyond": wall - calls, "steps": steps, "figures": len(list((run_dir / "plots").glob("*.png")))}
+            "beyond": wall - calls, "steps": steps, "figures": len(list((run_dir / "plots").glob("*.png"))),
+            "load": load, "port": taken}
+
+
+def show(name: str, runs: list[dict]) -> None:
+    ranked = sorted(runs, key=lambda r: r["beyond"])
+    r = ranked[len(ranked) // 2]
+    beyond = ", ".join(f"{x['beyond']:.2f} (load {x['load']:.1f}{', port' if x['port'] else ''})" for x in runs)
+    print(f"{name}: median of {len(runs)} by time beyond the calls (runs in order: {beyond} s)")
+    print(f"  wall {r['wall']:.2f} s, calls {r['calls']:.2f} s ({r['requests']} requests), "
+          f"beyond the calls {r['beyond']:.2f} s (goal <= 5), {r['figures']} figure(s), load {r['load']:.1f}")
+    for step, seconds in r["steps"].items():
+        print(f"    {step:<32} {seconds:6.2f} s")
+    print(f"  (steps overlap: the jobs include closing the gateways, aggregation includes the figures; "
+          f"median wall over runs: {statistics.median(x['wall'] for x in runs):.2f} s)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", type=Path, help="another checkout of prefray, run alternately with this one")
     args, extra = parser.parse_known_args()
-    runs = sorted((one(extra) for _ in range(args.repeats)), key=lambda r: r["beyond"])
-    r = runs[len(runs) // 2]
-    beyond = ", ".join(f"{x['beyond']:.2f}" for x in runs)
-    print(f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats} by time beyond the calls "
-          f"(runs: {beyond} s)")
-    print(f"wall {r['wall']:.2f} s, calls {r['calls']:.2f} s ({r['requests']} requests), "
-          f"beyond the calls {r['beyond']:.2f} s (goal <= 5), {r['figures']} figure(s)")
-    for name, seconds in r["steps"].items():
-        print(f"  {name:<32} {seconds:6.2f} s")
-    print(f"  (steps overlap: the jobs include closing the gateways; aggregation includes the figures, and "
-          f"Ray's shutdown runs beside it; median wall over runs: {statistics.median(x['wall'] for x in runs):.2f} s)")
+    trees = {"before": args.before.resolve(), "this": ROOT} if args.before else {"this": ROOT}
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for _ in range(args.repeats):
+        for name, tree in trees.items():
+            runs[name].append(one(tree, extra))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    for name, measured in runs.items():
+        show(f"{name} ({trees[name]})", measured)
 
 
 if __name__ == "__main__":

@@ -49,11 +49,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> int:
-    """The `prefray` console script: `main` through the one CLI runner (Ctrl-C: one line, exit 130)."""
+    """The `prefray` console script: `main` through the one CLI runner (Ctrl-C: one line, exit 130);
+    the process ends at once after a launch that started its own Ray cluster (exits.end_process)."""
     argv = sys.argv[1:]
     from prefray.app import display
-    from prefray.engine.flow.exits import run_cli
+    from prefray.engine.flow.exits import end_process, ends_after_command, run_cli
 
+    ends_after_command()
     command = app.COMMANDS.get(argv[0] if argv else "")
     with display.shown(display.level_of(argv)):
-        return run_cli(lambda: main(argv), command.name if command else PROG, command and command.interrupted)
+        code = run_cli(lambda: main(argv), command.name if command else PROG, command and command.interrupted)
+    return end_process(code)

@@ -13,4 +13,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(app.run("launch"))
+    sys.exit(app.run_process("launch"))

@@ -62,6 +62,9 @@ def ray_address(tmp_path_factory) -> str:
     ray_cli = str(Path(sys.executable).with_name("ray"))
     head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
                              "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
+                             # not Ray's fixed 52365: a launch's own cluster (ray.init cannot move its
+                             # agent's port) would wait ~3.3 s retrying it while this cluster holds it
+                             f"--dashboard-agent-listen-port={free_port()}",
                              "--disable-usage-stats"], env=env, cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"127.0.0.1:{port}"

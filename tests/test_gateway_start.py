@@ -56,3 +56,19 @@ def test_gateways_start_for_every_model_and_build_their_lanes_before_a_batch(ray
     assert out["keys"] == [f"{endpoint}|paced-model#0", f"{endpoint}|served-model#0"]
     assert out["limiter"] is True
     assert out["ended"] is True
+
+
+def test_a_gateway_process_imports_neither_pandas_nor_pyarrow_dataset():
+    """A gateway's process imports the gateway module before its first call (every gateway of every
+    launch, on every start): it reads no stored rows, so it leaves out pyarrow.dataset and the
+    pandas that imports (~0.3 s of CPU per process); reading shards imports it when it reads."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = ("import sys; import prefray.engine.calls.gateway, prefray.engine.calls.providers.openai_chat; "
+              "print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

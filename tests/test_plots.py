@@ -30,6 +30,21 @@ def test_headline_and_breakdown_dimensions_become_separate_figures():
     assert len(figure_groups(metric_rows(rows + diagnostics))) == 6
 
 
+def test_exclusion_counts_and_unmapped_contexts_are_bookkeeping_drawn_only_with_every_figure():
+    """BenchPreS counts the units left out of MR and AAR by cause (MR_excluded_cut_reply, ...) and the
+    contexts no rule mapped: bookkeeping, as the found line treats them, so the default figures
+    (run.figures=headline) leave them to the tables; run.figures=all draws them."""
+    from prefray.engine.results.report import found_line
+
+    names = ("MR", "AAR", "MR_excluded_cut_reply", "AAR_excluded_model_failure", "unmapped_contexts")
+    rows = metric_rows([{"benchmark": "benchpres", "model": "m", "condition": "c", "metric": name, "value": 1.0,
+                         "n": 4} for name in names])
+    assert sorted(figure_groups(rows, breakdowns=False)) == [("benchpres", "AAR"), ("benchpres", "MR")]
+    assert sorted(name for _, name in figure_groups(rows)) == sorted(names)
+    line = found_line(rows, "RUN")
+    assert "MR 1.000 (n=4)" in line and "excluded" not in line and "unmapped" not in line
+
+
 def test_figures_key_selects_headline_all_or_none(tmp_path):
     from prefray.engine.config.schema import RunConfig
 

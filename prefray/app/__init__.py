@@ -6,6 +6,6 @@ wrappers that import nothing else of prefray) both come here: `run` for a proces
 command is a module here with `parser(prog)` and `run(args)`; `commands` lists them and runs them.
 """
 
-from prefray.app.commands import COMMANDS, Command, main, run
+from prefray.app.commands import COMMANDS, Command, main, run, run_process
 
-__all__ = ["COMMANDS", "Command", "main", "run"]
+__all__ = ["COMMANDS", "Command", "main", "run", "run_process"]

@@ -109,6 +109,16 @@ def run_dir_argument(value: str | Path) -> RunDir:
     return RunDir(value)
 
 
+def run_process(name: str) -> int:
+    """`run` as the whole work of this process (`python -m prefray.NAME`): the exit code, or the
+    process ends at once when its command returns after starting a local Ray cluster
+    (engine/flow/exits.py's end_process)."""
+    from prefray.engine.flow.exits import end_process, ends_after_command
+
+    ends_after_command()
+    return end_process(run(name))
+
+
 def refuse(problems: list[str]) -> int:
     """One line per problem, and the 'refused before any call' exit code."""
     from prefray.engine.flow.exits import EXIT_CONFIG

@@ -14,7 +14,14 @@ from prefray.engine.benchmark import Job
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.calls.gateway import NAMESPACE
-from prefray.engine.flow.exits import EXIT_CONFIG, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, set_current_run
+from prefray.engine.flow.exits import (
+    EXIT_CONFIG,
+    EXIT_ERROR,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    cluster_ends_with_process,
+    set_current_run,
+)
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
 from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
 from prefray.engine.logs import STDOUT
@@ -58,7 +65,9 @@ def start_ray() -> bool:
     os.environ.setdefault("RAY_worker_niceness", "0")
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
-        ray.init(address=address, namespace=NAMESPACE, _node_ip_address=node_ip(address),
+        # "local": a cluster of this launch's own, never the last one `ray start` began on this machine
+        # (what ray.init joins when given no address): it ends with the launch (exits.end_process)
+        ray.init(address=address or "local", namespace=NAMESPACE, _node_ip_address=node_ip(address),
                  log_to_driver=False, include_dashboard=False, configure_logging=False)
         return address is None
     return False
@@ -67,9 +76,10 @@ def start_ray() -> bool:
 def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
     """Once the calls are over, nothing needs Ray: a local cluster this launch started (`started`)
     is stopped (~1-2 s of its processes ending) on a thread while the metrics and figures are
-    written, instead of after them at exit; join the thread before returning. A joined cluster's
-    connection stays (it ends with the process, as before)."""
-    if not started:
+    written, instead of after them at exit; join the thread before returning. In a process that
+    ends as soon as the command returns, the cluster is left to end with it (exits.end_process).
+    A joined cluster's connection stays (it ends with the process, as before)."""
+    if not started or cluster_ends_with_process(started):
         return None
     import ray
 

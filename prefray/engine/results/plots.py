@@ -84,8 +84,10 @@ def _number(value: Any) -> float | None:
 
 
 # What a run's bookkeeping measures, not a model's behaviour (failed or truncated answers, answers
-# that could not be parsed): in the tables always, drawn only with every figure (run.figures=all).
-DIAGNOSTIC = re.compile(r"(failures_|parse_failures_|truncated_share$)")
+# that could not be parsed, units left out of a rate by cause, e.g. BenchPreS's MR_excluded_cut_reply,
+# contexts no rule mapped): in the tables always, drawn only with every figure (run.figures=all),
+# never in a launch's found line (results/report.py).
+DIAGNOSTIC = re.compile(r"(failures_|parse_failures_|truncated_share$|unmapped_|\w+_excluded_)")
 
 
 def figure_groups(metrics: pa.Table, breakdowns: bool = True) -> dict[tuple[str, str], list[dict]]:

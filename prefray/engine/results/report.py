@@ -38,7 +38,7 @@ def found_line(metrics: pa.Table, where: Path | str, shown: int = 2, per_cell: i
     cells: dict[tuple[str, str, str, str], list[str]] = {}
     for row in headline(metrics).to_pylist():
         name = row["metric"]
-        if DIAGNOSTIC.search(name) or "_excluded_" in name or name.startswith("unmapped_"):
+        if DIAGNOSTIC.search(name):
             continue
         cell = (row["benchmark"], row["model"], row["condition"], row["judge"])
         cells.setdefault(cell, []).append(f"{name} {_fmt(row['value'])} (n={row['n']})")

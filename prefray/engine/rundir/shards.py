@@ -21,14 +21,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from prefray.engine.rundir.diskfull import writing
 from prefray.engine.rundir.layout import MANIFEST, SHARDS, RunDir
+
+if TYPE_CHECKING:   # read_rows imports it: a gateway process imports this module, and pyarrow.dataset imports pandas
+    import pyarrow.dataset as ds
 
 SHARD_SCHEMA = pa.schema([
     ("unit_id", pa.string()),
@@ -118,6 +121,8 @@ def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str
     if not files:
         empty = SHARD_SCHEMA.empty_table()
         return empty if columns is None else empty.select(columns)
+    import pyarrow.dataset as ds
+
     dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
     return dataset.to_table(columns=columns, filter=filter_expr)
 
