@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.config.schema import BenchmarkSettings
 from prefray.engine.logs import STDOUT
+from prefray.engine.results.heap import heap_reused
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
@@ -324,6 +325,7 @@ def aggregate_sweep(sweep: Sweep,
                          panels=sweep.panels() if run.panel else None, asked=asked)
 
 
+@heap_reused()
 def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dict[str, dict[str, Any]],
                   budget_usd: float | None = None, quiet: bool = False, plots: bool = True,
                   seed: int = 0, figures: str = "headline", panels: dict[str, list[str]] | None = None,
