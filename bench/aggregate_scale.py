@@ -65,8 +65,8 @@ from prefray.engine.results.aggregate import aggregate_run
 from prefray.engine.flow.session import use_system_allocator
 use_system_allocator()   # as prefray.launch does before its run
 names = sys.argv[2].split(",")
-settings = {n: catalog.benchmark_config(n) for n in names}
 benchmarks = {n: catalog.load(n) for n in names}
+settings = {n: benchmarks[n].settings_of(catalog.benchmark_config(n)) for n in names}   # typed, as a launch has them
 write_plots, drawing = plots.write_plots, []
 
 def timed(*args, **kwargs):

@@ -1,6 +1,7 @@
 """What aggregation costs: intervals without importing scipy.stats (yet equal to its bootstrap to
 the last bit), no copy of every row where nothing is left out, the best attempts reordered one
-column at a time, and figures drawn by processes started while the metrics are computed."""
+column at a time (columns of repeated values as dictionary indices), and figures drawn by processes
+started while the metrics are computed."""
 
 from __future__ import annotations
 
@@ -116,6 +117,41 @@ def test_best_attempts_taken_column_by_column_equal_the_whole_table_taken():
     # by benchmark, then unit; the ok row of a unit over a failed later or earlier one
     assert list(zip(*(taken[k].to_pylist() for k in ("benchmark", "unit_id", "attempt")))) == [
         ("a", "a1", 2), ("b", "b1", 2), ("b", "b2", 1)]
+
+
+def test_rows_read_dictionary_encoded_and_decoded_equal_the_rows_read_as_strings(tmp_path):
+    import pyarrow.parquet as pq
+
+    from prefray.engine.results.aggregate import ENCODED_COLUMNS, NARROW_COLUMNS, best_rows_and_ledger
+    from prefray.engine.rundir import RunDir
+    from prefray.engine.rundir.shards import SHARD_SCHEMA, decoded, latest_attempts, read_rows
+
+    def row(unit, attempt, status, meta, parsed):
+        base = {name: None for name in SHARD_SCHEMA.names}
+        return {**base, "benchmark": "b", "model": "m", "condition": "c", "stage": "judge", "unit_id": unit,
+                "instance_id": unit.split("/")[0], "attempt": attempt, "status": status, "meta_json": meta,
+                "parsed_json": parsed, "request_hash": f"{unit}-{attempt}", "provider": "p", "model_id": "m"}
+
+    run = RunDir(tmp_path)
+    folder = run.job("b", "m", "c")
+    folder.mkdir(parents=True)
+    # two files, each with values repeated in it and values of its own (each file its own dictionary)
+    files = [[row("i1/0", 1, "failed", '{"g": 1}', None), row("i2/0", 1, "ok", '{"g": 1}', '{"a": true}'),
+              row("i1/1", 1, "ok", '{"g": 2}', '{"a": true}')],
+             [row("i1/0", 2, "ok", '{"g": 3}', '{"a": false}'), row("i3/0", 1, "ok", '{"g": 1}', None)]]
+    for index, rows in enumerate(files):
+        pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / f"part-{index}.parquet")
+
+    plain = read_rows(run, columns=NARROW_COLUMNS)
+    encoded = read_rows(run, columns=NARROW_COLUMNS, encoded=ENCODED_COLUMNS)
+    assert all(pa.types.is_dictionary(encoded.schema.field(name).type) for name in ENCODED_COLUMNS)
+    assert decoded(encoded).equals(plain)
+    best, _ = best_rows_and_ledger(run)
+    assert best.equals(latest_attempts(plain))
+    # by hand: unit i1/0's ok retry (its own file's meta), then i1/1, i2/0, i3/0
+    assert list(zip(*(best[k].to_pylist() for k in ("unit_id", "attempt", "meta_json", "parsed_json")))) == [
+        ("i1/0", 2, '{"g": 3}', '{"a": false}'), ("i1/1", 1, '{"g": 2}', '{"a": true}'),
+        ("i2/0", 1, '{"g": 1}', '{"a": true}'), ("i3/0", 1, '{"g": 1}', None)]
 
 
 def test_processes_started_early_draw_the_figures_as_processes_started_late(tmp_path):

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,9 +93,11 @@ def write_shard(folder: Path, stage: str, rows: list[dict]) -> Path:
 
 
 def read_rows(root: RunDir | Path, filter_expr: ds.Expression | None = None,
-              columns: list[str] | None = None) -> pa.Table:
+              columns: list[str] | None = None, encoded: Sequence[str] = ()) -> pa.Table:
     """Every stored row of a run, or under `root` when it is a folder below a run's shards/, each
-    once; only `columns` if given.
+    once; only `columns` if given; the string columns named in `encoded` dictionary-encoded (as a
+    Parquet file stores a column of repeated values: cheaper to read and to reorder; `decoded` turns
+    them back into strings).
 
     A compaction may run meanwhile (in another thread): a file it deleted between listing and
     reading, or a listing that changed during the read, makes the read start again, so the rows
@@ -105,7 +107,7 @@ def read_rows(root: RunDir | Path, filter_expr: ds.Expression | None = None,
     files = shard_files(base)
     for _ in range(READ_TRIES):
         try:
-            table = _read(files, filter_expr, columns)
+            table = _read(files, filter_expr, columns, encoded)
         except (OSError, pa.ArrowException):
             if all(os.path.exists(f) for f in files):
                 raise
@@ -117,14 +119,26 @@ def read_rows(root: RunDir | Path, filter_expr: ds.Expression | None = None,
     raise RuntimeError(f"the shards under {base} kept changing while being read ({READ_TRIES} tries)")
 
 
-def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str] | None) -> pa.Table:
+def _read(files: list[str], filter_expr: ds.Expression | None, columns: list[str] | None,
+          encoded: Sequence[str]) -> pa.Table:
+    schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in encoded else f
+                        for f in SHARD_SCHEMA])
     if not files:
-        empty = SHARD_SCHEMA.empty_table()
+        empty = schema.empty_table()
         return empty if columns is None else empty.select(columns)
     import pyarrow.dataset as ds
 
-    dataset = ds.dataset(files, format="parquet", schema=SHARD_SCHEMA, partitioning=None)
+    options = ds.ParquetReadOptions(dictionary_columns=list(encoded))
+    dataset = ds.dataset(files, format=ds.ParquetFileFormat(read_options=options), schema=schema, partitioning=None)
     return dataset.to_table(columns=columns, filter=filter_expr)
+
+
+def decoded(table: pa.Table) -> pa.Table:
+    """`table` with each dictionary-encoded column as a column of its values (`read_rows`' `encoded`)."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(index, field.name, table[field.name].cast(field.type.value_type))
+    return table
 
 
 def shards_base(root: RunDir | Path) -> Path:
