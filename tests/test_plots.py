@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -300,3 +302,17 @@ def test_benchpres_figures_4_and_5_are_drawn_in_percent_when_the_run_has_their_c
     assert "n=30" in fig4 and ">100<" in fig4                       # a 0-100 axis
     scatter = (tmp_path / "plots" / "benchpres__AAR_vs_MR.svg").read_text()
     assert "MR (%)" in scatter and "AAR (%)" in scatter
+
+
+def test_pyplot_is_imported_on_a_thread_with_the_agg_backend():
+    """A launch that draws its figures imports pyplot while its calls run (session._run_owned): in a
+    fresh interpreter the plots module alone leaves pyplot unimported; the thread imports it, on Agg."""
+    code = ("import sys\n"
+            "from prefray.engine.results.plots import import_pyplot_meanwhile\n"
+            "before = 'matplotlib.pyplot' in sys.modules\n"
+            "thread = import_pyplot_meanwhile()\n"
+            "thread.join()\n"
+            "import matplotlib\n"
+            "print(before, 'matplotlib.pyplot' in sys.modules, thread.name, matplotlib.get_backend().lower())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "prefray-import-pyplot", "agg"]

@@ -157,6 +157,10 @@ def _run_owned(sweep: Sweep) -> int:
     replay = load_replay(run)
     append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
     started = start_ray()
+    if sweep.run.plots and sweep.run.figures != "none":
+        from prefray.engine.results.plots import import_pyplot_meanwhile
+
+        import_pyplot_meanwhile()   # while the gateways start and the calls run
     cache = sweep.open_cache()
     show = sweep.run.progress and sys.stderr.isatty()
     try:
