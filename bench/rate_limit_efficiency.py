@@ -6,7 +6,8 @@ evaluated model in any trailing 60 s (exact, by arrival time), refuses the rest 
 Retry-After, and answers an admitted request after a fixed latency. prefray runs BenchPreS
 generation with gpt-4o's shipped config (max_concurrency 256) at `--rpm` and no token limit (the
 request limit alone is measured), the judge answering at once; 100 instances × 6 samples = 600
-generation calls.
+generation calls. The config declares the provider's window (`model.rpm_window_s=60`, `--window`);
+`--window null` runs the default, a lane that paces its requests evenly over the minute.
 
   wall   = the model's last answer − its first request's arrival   (on the server's clock)
   bound  = 60 × floor((N − 1) ÷ rpm) + latency
@@ -20,8 +21,8 @@ latency), the bound of a client that spreads its requests evenly over the minute
 Printed per latency (default 0.5, 2 and 8 s): the median of `--repeats` runs, the most 429s any run
 got (target 0), the most requests the server admitted in any 60 s, and the load average at the
 start and end of the runs.
-Usage: python bench/rate_limit_efficiency.py [--rpm 200] [--latencies 0.5,2,8] [--limit 100]
-                                             [--samples 6] [--repeats 3]
+Usage: python bench/rate_limit_efficiency.py [--rpm 200] [--latencies 8,2,0.5] [--limit 100]
+                                             [--samples 6] [--repeats 3] [--window 60]
 """
 
 from __future__ import annotations
@@ -73,13 +74,14 @@ def most_in_window(stamps: list[float], width: float = 60.0) -> int:
     return best
 
 
-def one_run(rpm: int, latency: float, limit: int, samples: int) -> dict:
+def one_run(rpm: int, latency: float, limit: int, samples: int, window: str) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     with strict_server(rpm, latency) as port:
         url = f"http://127.0.0.1:{port}/v1"
         launch(f"model={MODEL}", "judge=fake", "benchmark=benchpres", "condition=default", f"model.rpm={rpm}",
-               "model.tpm=null", f"model.base_url={url}", f"judge.base_url={url}", f"limit={limit}",
-               f"benchmark.samples={samples}", f"run.dir={run_dir}", "run.cache=false", "run.progress=false",
+               "model.tpm=null", f"model.rpm_window_s={window}", f"model.base_url={url}", f"judge.base_url={url}",
+               f"limit={limit}", f"benchmark.samples={samples}", f"run.dir={run_dir}", "run.cache=false",
+               "run.progress=false",
                env={"OPENAI_API_KEY": "bench-key"})
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats") as response:
             seen = json.loads(response.read())["limited"][MODEL_ID]
@@ -95,15 +97,17 @@ def one_run(rpm: int, latency: float, limit: int, samples: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rpm", type=int, default=200)
-    parser.add_argument("--latencies", default="0.5,2,8")
+    parser.add_argument("--latencies", default="8,2,0.5")
     parser.add_argument("--limit", type=int, default=100, help="BenchPreS instances")
     parser.add_argument("--samples", type=int, default=6, help="generations per instance")
     parser.add_argument("--repeats", type=int, default=3, help="runs per latency; the median ratio is printed")
+    parser.add_argument("--window", default="60", help="model.rpm_window_s: the window the config declares "
+                                                       "(null: none, the lane paces its requests)")
     args = parser.parse_args()
-    print(f"{MODEL} at {args.rpm} rpm against a strict 60 s window; load average {os.getloadavg()[0]:.1f}",
-          flush=True)
+    print(f"{MODEL} at {args.rpm} rpm (model.rpm_window_s={args.window}) against a strict 60 s window; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for latency in (float(x) for x in args.latencies.split(",")):
-        runs = sorted((one_run(args.rpm, latency, args.limit, args.samples) for _ in range(args.repeats)),
+        runs = sorted((one_run(args.rpm, latency, args.limit, args.samples, args.window) for _ in range(args.repeats)),
                       key=lambda r: r["ratio"])
         r = runs[len(runs) // 2]
         ratios = ", ".join(f"{x['ratio']:.3f}" for x in runs)
