@@ -109,3 +109,38 @@ def test_a_windowed_lane_sends_its_window_before_any_first_answer_and_never_more
     assert kinds[:30] == ["sent"] * 30                  # the window's 30 before the first answer
     sends = [at for kind, at in events if kind == "sent"]
     assert len(sends) == calls and most_in_any_window(sends, window) == 30
+
+
+@pytest.mark.e2e
+def test_two_lanes_share_one_declared_window_through_the_limiter_actor(ray_address):
+    """Two lanes (two gateway processes' views) take leases of one model's window from the real
+    limiter actor: the send times of both, counted apart from the limiter, never put more than the
+    window's share in any span (the schedule's shape is the fake-clock tests' above)."""
+    import time
+
+    import ray
+
+    from prefray.engine.calls.limits import SharedBuckets
+
+    ray.init(address=ray_address, namespace="prefray-test-window", log_to_driver=False, ignore_reinit_error=True)
+    rpm, window, calls = 600.0, 2.0, 30          # 20 requests in any 2 s, 60 calls in all
+    key = ("window-model", rpm, None, window)
+    lanes = [SharedBuckets("limiter-window-test", "prefray-test-window", 30.0, key, rpm, None, window)
+             for _ in range(2)]
+    sends: list[float] = []
+
+    async def lane_calls(lane: SharedBuckets) -> None:
+        for left in range(calls - 1, -1, -1):
+            await lane.take(1, 0, waiting=min(left, 7))
+            sends.append(time.monotonic())
+
+    async def both() -> None:
+        await asyncio.gather(*(lane_calls(lane) for lane in lanes))
+
+    try:
+        asyncio.run(both())
+    finally:
+        ray.shutdown()
+    sends.sort()
+    assert len(sends) == 2 * calls
+    assert most_in_any_window(sends, window) <= 20

@@ -1,8 +1,12 @@
 """Client-side rate limits for one model lane: requests/min, input tokens/min, in-flight calls.
 
-- **Requests** are paced, not burst: one request every 60/rpm seconds on a fixed schedule (a late
-  wake-up does not push the later slots back: `Pacer`), so no 60-second window — sliding or fixed —
-  ever sees more than `rpm` sends, from the first second on.
+- **Requests** keep the provider's window. Where the config declares how the provider counts its
+  rpm (`rpm_window_s`: a sliding window of W seconds), the lane sends up to rpm × W / 60 requests
+  at once from its first call and then each as one of a window ago leaves the window
+  (`SlidingWindow`): the fastest a strict window allows, never more. Otherwise, and from the first
+  429 on (a provider counting over shorter spans than declared), requests are paced, one every
+  60/rpm seconds on a fixed schedule (a late wake-up does not push the later slots back: `Pacer`),
+  and still never more than rpm in any minute.
 - **Input tokens** use a short-window aiolimiter bucket, charged an estimate before the call and
   reconciled after it.
 - **Turns are fair across jobs**: calls waiting on a lane are admitted one at a time, taking turns
@@ -20,9 +24,10 @@ SharedLimiter actor per provider endpoint and key: every launch's gateway takes 
 buckets, so sweeps started at once together stay under the declared RPM/TPM. The limiter outlives
 the drivers that used it and ends itself once idle. The in-flight window stays with each lane.
 A lane takes from the limiter in leases, not one call at a time: one actor call reserves the next
-few request slots of the shared schedule (as many as its callers are waiting for, at most
-LEASE_S of its rate) and their tokens, and the lane sends them on that schedule itself. A slot
-leased and not used is lost, never sent twice: leases can only leave the account under its limits.
+few request slots (as many as its callers ready to send, those within LEASE_S) and their tokens;
+the limiter answers with each slot's time and the lane sends on them itself. A slot leased and not
+used within LEASE_S is lost, never sent late or twice: leases can only leave the account under its
+limits.
 """
 
 from __future__ import annotations
