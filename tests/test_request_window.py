@@ -144,3 +144,13 @@ def test_two_lanes_share_one_declared_window_through_the_limiter_actor(ray_addre
     sends.sort()
     assert len(sends) == 2 * calls
     assert most_in_any_window(sends, window) <= 20
+
+
+def test_a_429_paces_a_windowed_lane_and_a_5xx_does_not():
+    limits = ModelLimits(600.0, None, 64, window_s=60.0)
+    assert limits.buckets.requests.pacer is None                  # the declared window alone
+    asyncio.run(limits.pushed_back())                             # a 5xx: the in-flight window halves
+    assert limits.buckets.requests.pacer is None and limits.window.size == 32
+    asyncio.run(limits.pushed_back(refused=True))                 # a 429 the window allowed
+    assert limits.buckets.requests.pacer is not None and limits.paced
+    assert ModelLimits(600.0, None, 64).buckets.requests.pacer is not None   # no window declared: paced
