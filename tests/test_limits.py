@@ -261,6 +261,7 @@ def test_a_paced_lane_probes_with_what_its_pacer_sends_in_the_latency_prior():
     assert probe_calls_for(500) == math.ceil(500 / 60 * LATENCY_PRIOR_S) == 17
     assert probe_calls_for(12000, processes=2) == 200                  # each process its share of the rate
     assert probe_calls_for(30) == PROBE_CALLS                          # never fewer than two
+    assert probe_calls_for(500, window_s=60) == 500                    # a declared window: all of it at once
 
     async def paced() -> int:
         # 600 rpm, no answer for 0.5 s: the gate lets the pacer's sends through meanwhile (two probes
@@ -290,11 +291,12 @@ def test_a_lease_is_as_large_as_the_callers_waiting_and_old_slots_are_not_sent_l
     """The lane's side of a lease (the limiter's answer stood in by recording what was asked; the
     real actor is the next test's): a caller with three behind it leases four slots and their
     tokens, the next three take from the lease, and slots left from before a pause are dropped."""
-    from prefray.engine.calls.limits import LEASE_S, SharedBuckets
+    from prefray.engine.calls.limits import LEASE_S, MAX_LEASE, SharedBuckets
 
     class Recorded(SharedBuckets):
-        async def _remote(self, requests: int, tokens: int) -> None:
+        async def _remote(self, requests: int, tokens: int) -> list[float]:
             self.asked.append((requests, tokens))
+            return [0.0] * requests   # every slot free at once (a declared window with room)
 
     lane = Recorded("limiter-unit", "ns", 30.0, ("m", 6000.0, 600000.0), 6000.0, 600000.0)
     lane.asked = []
@@ -303,7 +305,7 @@ def test_a_lease_is_as_large_as_the_callers_waiting_and_old_slots_are_not_sent_l
         for left in (3, 2, 1, 0):
             await lane.take(1, 100, waiting=left)
         await lane.take(1, 100, waiting=0)
-        await lane.take(1, 100, waiting=9)          # leases 10 (25 = a quarter second at 100/s)
+        await lane.take(1, 100, waiting=9)          # leases 10
         await asyncio.sleep(LEASE_S + 0.2)          # nine leased slots (the last 0.09 s ahead) grow old
         await lane.take(1, 250, waiting=0)
 
@@ -311,7 +313,7 @@ def test_a_lease_is_as_large_as_the_callers_waiting_and_old_slots_are_not_sent_l
     # the last lease needs no tokens: the nine unsent calls' 900 stay as credit
     assert lane.asked == [(4, 400), (1, 100), (10, 1000), (1, 0)]
     assert not lane.slots and lane.credit == 900 - 250
-    assert lane.lease_size(100) == 25 and lane.lease_size(0) == 1
+    assert lane.lease_size(100) == MAX_LEASE and lane.lease_size(0) == 1
 
 
 @pytest.mark.e2e
@@ -329,9 +331,9 @@ def test_lanes_lease_slots_of_the_shared_schedule_in_few_actor_calls(ray_address
     class Counted(SharedBuckets):
         leases: list[tuple[int, int]]
 
-        async def _remote(self, requests: int, tokens: int) -> None:
+        async def _remote(self, requests: int, tokens: int) -> list[float]:
             self.leases = [*getattr(self, "leases", []), (requests, tokens)]
-            await super()._remote(requests, tokens)
+            return await super()._remote(requests, tokens)
 
     rpm, tpm, calls = 12000.0, 6_000_000.0, 150
     key = ("lease-model", rpm, tpm)

@@ -57,9 +57,10 @@ class _Lane:
         self.api_key = api_key
         self.provider = build_provider(spec, api_key)
         processes = lane_processes(spec)   # the lane's ceiling is split among its processes
-        self.limits = ModelLimits(spec.rpm, spec.tpm, math.ceil(spec.max_concurrency / processes), shared, processes)
+        self.limits = ModelLimits(spec.rpm, spec.tpm, math.ceil(spec.max_concurrency / processes), shared, processes,
+                                  spec.rpm_window_s)
         self.policy = RetryPolicy(max_attempts=spec.max_attempts, max_wait_s=spec.max_wait_s)
-        self.gate = LaneGate(probe_calls_for(spec.rpm, processes))
+        self.gate = LaneGate(probe_calls_for(spec.rpm, processes, spec.rpm_window_s))
         self.calibration = Calibration()
         self.paid: PaidLog | None = None   # the run's ledger of tries sent (set by the gateway)
         self.journal: AnswerJournal | None = None   # the run's journal of answers (set by the gateway)
@@ -170,7 +171,7 @@ class _Lane:
                     return result
             self._record_try(request, refined_cause(error), 0, 0)
             if error.cause in PUSHBACK_CAUSES:
-                await self.limits.pushed_back(error.rate_headers)
+                await self.limits.pushed_back(error.rate_headers, refused=error.cause == "rate_limit")
             wait = self.policy.wait_before_next(error, tries)
             if wait is None:
                 done = time.time()
@@ -245,7 +246,8 @@ class Gateway:
     def _shared(self, spec: ModelSpec) -> SharedBuckets:
         """This model's RPM/TPM budget in the cluster-wide limiter of this endpoint and key."""
         return SharedBuckets(limiter_name(self.endpoint_key, self.api_key), NAMESPACE, self.limiter_idle_s,
-                             (spec.model_id, spec.rpm, spec.tpm), spec.rpm, spec.tpm)
+                             (spec.model_id, spec.rpm, spec.tpm, spec.rpm_window_s), spec.rpm, spec.tpm,
+                             spec.rpm_window_s)
 
     def _lane_of(self, spec: ModelSpec) -> _Lane:
         lane = self.lanes.get(spec.model_id)

@@ -12,10 +12,11 @@ has no budget, a probe still unanswered after `patience` seconds has been accept
 (refusals in a row still stop it). With a budget the lane waits for the answer: its reported usage
 calibrates the budget's reservations before many calls are sent (engine/money/budget.py).
 
-A lane with a declared request rate sends no faster than its pacer whatever the gate does, so its
-probes are what the pacer sends in LATENCY_PRIOR_S (`probe_calls_for`): the gate never holds such a
-lane back while its first answers come (no probe tax), and a wrong key still costs only the calls
-sent before HOPELESS_AFTER refusals arrive (a refusal comes back within a fraction of a second).
+A lane with a declared request rate sends no faster than its limiter whatever the gate does, so its
+probes are what the limiter lets out in LATENCY_PRIOR_S (`probe_calls_for`: the pacer's sends, or
+a declared window's requests, which may go at once): the gate never holds such a lane back while
+its first answers come (no probe tax), and a wrong key still costs only the calls sent before
+HOPELESS_AFTER refusals arrive (a refusal comes back within a fraction of a second).
 """
 
 from __future__ import annotations
@@ -40,11 +41,13 @@ def refined_cause(error: ProviderError) -> str:
     return error.cause
 
 
-def probe_calls_for(rpm: float | None, processes: int = 1) -> int:
-    """Probe calls of a lane: PROBE_CALLS, or what one process's pacer sends in LATENCY_PRIOR_S."""
+def probe_calls_for(rpm: float | None, processes: int = 1, window_s: float | None = None) -> int:
+    """Probe calls of a lane: PROBE_CALLS, or what one process's limiter lets out in LATENCY_PRIOR_S
+    (its pacer's sends; with a declared window, the window's requests, which may go at once)."""
     if not rpm:
         return PROBE_CALLS
-    return max(PROBE_CALLS, math.ceil(rpm / max(1, processes) / 60.0 * LATENCY_PRIOR_S))
+    span = max(LATENCY_PRIOR_S, window_s or 0.0)
+    return max(PROBE_CALLS, math.ceil(rpm / max(1, processes) / 60.0 * span - 1e-9))
 
 
 class LaneGate:

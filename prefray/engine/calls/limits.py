@@ -1,8 +1,12 @@
 """Client-side rate limits for one model lane: requests/min, input tokens/min, in-flight calls.
 
-- **Requests** are paced, not burst: one request every 60/rpm seconds on a fixed schedule (a late
-  wake-up does not push the later slots back: `Pacer`), so no 60-second window — sliding or fixed —
-  ever sees more than `rpm` sends, from the first second on.
+- **Requests** keep the provider's window. Where the config declares how the provider counts its
+  rpm (`rpm_window_s`: a sliding window of W seconds), the lane sends up to rpm × W / 60 requests
+  at once from its first call and then each as one of a window ago leaves the window
+  (`SlidingWindow`): the fastest a strict window allows, never more. Otherwise, and from the first
+  429 on (a provider counting over shorter spans than declared), requests are paced, one every
+  60/rpm seconds on a fixed schedule (a late wake-up does not push the later slots back: `Pacer`),
+  and still never more than rpm in any minute.
 - **Input tokens** use a short-window aiolimiter bucket, charged an estimate before the call and
   reconciled after it.
 - **Turns are fair across jobs**: calls waiting on a lane are admitted one at a time, taking turns
@@ -20,9 +24,10 @@ SharedLimiter actor per provider endpoint and key: every launch's gateway takes 
 buckets, so sweeps started at once together stay under the declared RPM/TPM. The limiter outlives
 the drivers that used it and ends itself once idle. The in-flight window stays with each lane.
 A lane takes from the limiter in leases, not one call at a time: one actor call reserves the next
-few request slots of the shared schedule (as many as its callers are waiting for, at most
-LEASE_S of its rate) and their tokens, and the lane sends them on that schedule itself. A slot
-leased and not used is lost, never sent twice: leases can only leave the account under its limits.
+few request slots (as many as its callers ready to send, those within LEASE_S) and their tokens;
+the limiter answers with each slot's time and the lane sends on them itself. A slot leased and not
+used within LEASE_S is lost, never sent late or twice: leases can only leave the account under its
+limits.
 """
 
 from __future__ import annotations
@@ -46,21 +51,62 @@ from prefray.engine.types import ModelSpec
 
 # Window for the input-token bucket: large enough to admit one long prompt at once.
 TOKEN_WINDOW_S = 6.0
-# Pace a little under the limit: clocks and network jitter must not push a window over it.
+# The providers' request window, and how much longer the lane waits before a send takes the place
+# of one a window ago: the time between a slot's grant and its request's arrival (a lease's slots
+# used within LEASE_S, the SDK building a burst of requests one after another, a busy event loop)
+# varies from one window to the next; the request must never reach the provider inside the window.
+REQUEST_WINDOW_S = 60.0
+WINDOW_MARGIN_S, WINDOW_MARGIN_SHARE = 1.0, 0.02   # of a window: at most 1 s, at most 2%
+# Pace a little under the limit once paced: clocks and jitter must not push a window over it.
 PACE_MARGIN = 0.98
 # In-flight calls kept above rate × latency, so a slow answer does not idle the lane.
 LITTLE_MARGIN = 1.25
 LATENCY_SMOOTHING = 0.2
 HANDLE_ATTEMPTS = 3
-# A lease of the shared limiter covers at most this many seconds of the lane's request rate (and
+# A lease of the shared limiter covers at most this many seconds of the lane's request slots (and
 # MAX_LEASE slots): one actor call per lease, not per call (each costs ~1 ms of CPU on both sides).
 LEASE_S = 0.25
 MAX_LEASE = 32
+# With a declared window a lease's slots are all free at once: fewer per lease, so a busy event loop
+# hands them all out before they grow old (measured at load average 16: with 32, 10-26 of the first
+# window's 200 slots went stale and 600 calls took a fourth window), and a slot may be sent up to
+# half the window's margin late (the other half still lies between it and its place a window on).
+WINDOW_LEASE = 8
 
 
-def request_pacer(rpm: float) -> Pacer:
-    """One request every 60/rpm seconds, never a burst."""
-    return Pacer(60.0 / (rpm * PACE_MARGIN))
+class SlidingWindow:
+    """At most `limit` sends in any `width` seconds: a send takes the place of the one `limit`
+    sends before it, `width` seconds after that one (plus WINDOW_MARGIN_S). It starts empty, so a
+    lane sends its first window's requests at once, as a strict window allows, and never more.
+    Slots are booked in time order (`book`); a slot's time is when its request may go."""
+
+    def __init__(self, limit: int, width: float, clock=time.monotonic):
+        self.limit, self.width = max(1, limit), width + min(WINDOW_MARGIN_S, WINDOW_MARGIN_SHARE * width)
+        self.clock = clock
+        self.sent: deque[float] = deque()
+
+    def free_at(self) -> float:
+        """When the next slot is free (after the last one booked, and a window after the one
+        `limit` sends back)."""
+        if not self.sent:
+            return -math.inf
+        back = self.sent[-self.limit] + self.width if len(self.sent) >= self.limit else -math.inf
+        return max(back, self.sent[-1])
+
+    def book(self, at: float) -> float:
+        """Book the first free slot at or after `at`; return its time."""
+        at = max(at, self.free_at())
+        if len(self.sent) >= self.limit:
+            self.sent.popleft()
+        self.sent.append(at)
+        return at
+
+
+def request_window(rpm: float, window_s: float = REQUEST_WINDOW_S, clock=time.monotonic) -> SlidingWindow:
+    """The provider's rule as a strict window: rpm × window_s / 60 requests in any `window_s`
+    seconds (fewer than one: one request in 60/rpm seconds)."""
+    limit = max(1, math.floor(rpm * window_s / 60.0 + 1e-9))
+    return SlidingWindow(limit, 60.0 * limit / rpm, clock)
 
 
 class Pacer:
@@ -80,7 +126,8 @@ class Pacer:
         self.next_at = -math.inf
         self.turn = asyncio.Lock()
 
-    async def acquire(self, requests: int = 1) -> None:
+    async def acquire(self, requests: int = 1) -> list[float]:
+        """Wait for the first of `requests` slots; return each slot's time from now."""
         async with self.turn:   # waiters go in arrival order, one slot each
             now = self.clock()
             if now - self.next_at >= self.interval:
@@ -88,6 +135,47 @@ class Pacer:
             if self.next_at > now:
                 await self.sleep(self.next_at - now)
             self.next_at += self.interval * requests
+            return [k * self.interval for k in range(requests)]
+
+
+class RequestSlots:
+    """A lane's request limit. Where the config declares the provider's window (`rpm_window_s`),
+    that window (SlidingWindow): its first window's requests may go at once. Else, or once the
+    provider has refused a request the window allowed (it enforces the limit over shorter spans, as
+    OpenAI and Anthropic say they may: "60 RPM may be enforced as 1 request per second"), a pacer
+    as well: no burst, and still never more than a minute's window holds."""
+
+    def __init__(self, rpm: float, window_s: float | None = None, clock=time.monotonic, sleep=asyncio.sleep):
+        self.rpm = rpm
+        self.window = request_window(rpm, window_s or REQUEST_WINDOW_S, clock)
+        self.clock, self.sleep = clock, sleep
+        self.pacer: Pacer | None = None
+        self.turn = asyncio.Lock()
+        if window_s is None:
+            self.pace()
+
+    def pace(self) -> None:
+        if self.pacer is None:
+            self.pacer = Pacer(60.0 / (self.rpm * PACE_MARGIN), self.clock, self.sleep)
+
+    async def acquire(self, requests: int = 1, ahead: float = 0.0) -> list[float]:
+        """Wait for the first of up to `requests` slots; return the slots' times from now, the later
+        ones at most `ahead` seconds from now (at least one slot)."""
+        async with self.turn:   # waiters go in arrival order
+            first = self.window.free_at()
+            if first > self.clock():
+                await self.sleep(first - self.clock())
+            if self.pacer is not None:   # only the slots within `ahead`: the pacer's schedule moves on by each
+                paced = await self.pacer.acquire(max(1, min(requests, 1 + int(ahead / self.pacer.interval))))
+            else:
+                paced = [0.0] * max(1, requests)
+            now = self.clock()
+            slots = [self.window.book(now) - now]
+            for at in paced[1:]:
+                if max(now + at, self.window.free_at()) - now > ahead:
+                    break
+                slots.append(self.window.book(now + at) - now)
+            return slots
 
 
 def idle_seconds() -> float:
@@ -104,16 +192,24 @@ def limiter_name(endpoint_key: str, api_key: str) -> str:
 class Buckets:
     """The request and input-token buckets of one model id under its declared limits."""
 
-    def __init__(self, rpm: float | None, tpm: float | None):
-        self.requests = request_pacer(rpm) if rpm else None
+    def __init__(self, rpm: float | None, tpm: float | None, window_s: float | None = None):
+        self.requests = RequestSlots(rpm, window_s) if rpm else None
         self.tokens = AsyncLimiter(tpm * TOKEN_WINDOW_S / 60.0, TOKEN_WINDOW_S) if tpm else None
 
-    async def take(self, requests: int, tokens: int, waiting: int = 0) -> None:
-        if self.requests is not None and requests:
-            await self.requests.acquire(requests)
+    async def take(self, requests: int, tokens: int, waiting: int = 0, ahead: float = 0.0) -> list[float]:
+        """Take the tokens, then wait for the first of `requests` request slots; return the slots'
+        times from now (fewer than asked when the rest lie more than `ahead` seconds ahead)."""
         if self.tokens is not None and tokens > 0:
             # aiolimiter refuses amounts above its capacity; a longer prompt takes the whole bucket.
             await self.tokens.acquire(min(float(tokens), self.tokens.max_rate))
+        if self.requests is not None and requests:
+            return await self.requests.acquire(requests, ahead)
+        return [0.0] * requests
+
+    async def pace(self) -> None:
+        """The provider refused a request its window allowed: pace the requests from now on."""
+        if self.requests is not None:
+            self.requests.pace()
 
 
 @ray.remote(num_cpus=0, max_concurrency=10000)
@@ -139,15 +235,21 @@ class SharedLimiter:
                 return
             self.reaper = loop.create_task(self._end_when_idle())
 
-    async def take(self, key: tuple, rpm: float | None, tpm: float | None, requests: int, tokens: int) -> None:
+    async def take(self, key: tuple, rpm: float | None, tpm: float | None, requests: int,
+                   tokens: int, window_s: float | None = None) -> list[float]:
+        """Lease up to `requests` request slots (at least one if any) and `tokens`: the slots'
+        times from now, at most LEASE_S ahead."""
         self._start_reaper()
-        buckets = self.buckets.setdefault(key, Buckets(rpm, tpm))
+        buckets = self.buckets.setdefault(key, Buckets(rpm, tpm, window_s))
         self.waiting += 1
         try:
-            await buckets.take(requests, tokens)
+            return await buckets.take(requests, tokens, ahead=LEASE_S)
         finally:
             self.waiting -= 1
             self.last_used = time.monotonic()
+
+    async def pace(self, key: tuple, rpm: float | None, tpm: float | None, window_s: float | None = None) -> None:
+        await self.buckets.setdefault(key, Buckets(rpm, tpm, window_s)).pace()
 
     async def _end_when_idle(self) -> None:
         while self.waiting or time.monotonic() - self.last_used < self.idle_s:
@@ -158,24 +260,26 @@ class SharedLimiter:
 class SharedBuckets:
     """A lane's view of the cluster-wide buckets (fetched again if the limiter ended while idle).
 
-    Requests and tokens are leased: `take` asks the limiter for the next `lease_size` request slots
-    and their estimated tokens at once, then hands the slots out locally, one every 60/rpm seconds
-    from the moment the lease was granted (the limiter's schedule, as its pacer would have woken
-    each caller). Tokens left over stay as credit for the next calls; a reconciliation beyond the
-    estimate is charged to the credit and taken with the next lease."""
+    Requests and tokens are leased: `take` asks the limiter for up to `lease_size` request slots
+    and their estimated tokens at once, and the limiter answers with each slot's time from now (the
+    first at once, the rest within LEASE_S: the window's free places, or the pacer's schedule once
+    paced); the lane sends on those times itself. Tokens left over stay as credit for the next
+    calls; a reconciliation beyond the estimate is charged to the credit and taken with the next
+    lease."""
 
-    def __init__(self, name: str, namespace: str, idle_s: float, key: tuple, rpm: float | None, tpm: float | None):
+    def __init__(self, name: str, namespace: str, idle_s: float, key: tuple, rpm: float | None, tpm: float | None,
+                 window_s: float | None = None):
         self.name, self.namespace, self.idle_s = name, namespace, idle_s
-        self.key, self.rpm, self.tpm = key, rpm, tpm
+        self.key, self.rpm, self.tpm, self.window_s = key, rpm, tpm, window_s
         self.handle: Any = None
         self.slots: deque[float] = deque()   # monotonic times of leased request slots, earliest first
         self.credit = 0.0                    # input tokens leased and not yet spent (negative: owed)
         self.leasing = asyncio.Lock()
 
     def lease_size(self, waiting: int) -> int:
-        """Calls to lease for a caller with `waiting` more behind it: at most LEASE_S of the rate."""
-        by_rate = int(self.rpm / 60.0 * LEASE_S) if self.rpm else MAX_LEASE
-        return max(1, min(MAX_LEASE, 1 + waiting, by_rate))
+        """Calls to lease for a caller with `waiting` more ready to go behind it (at most MAX_LEASE,
+        WINDOW_LEASE with a declared window)."""
+        return max(1, min(WINDOW_LEASE if self.window_s else MAX_LEASE, 1 + waiting))
 
     def _tokens_to_lease(self, tokens: int, calls: int) -> int:
         """Tokens for `calls` calls like this one, beyond the credit; within the bucket's capacity
@@ -194,9 +298,9 @@ class SharedBuckets:
             slots = calls if self.rpm and not self.slots else 0
             if slots or (self.tpm and tokens > self.credit):
                 leased = self._tokens_to_lease(tokens, calls) if self.tpm else 0
-                await self._remote(slots, leased)
-                granted, interval = time.monotonic(), self._interval()
-                self.slots.extend(granted + k * interval for k in range(slots))
+                times = await self._remote(slots, leased)
+                granted = time.monotonic()
+                self.slots.extend(granted + at for at in times or [])
                 self.credit += leased
             wait = self.slots.popleft() - time.monotonic() if self.rpm else 0.0
             self.credit -= tokens
@@ -204,14 +308,17 @@ class SharedBuckets:
             await asyncio.sleep(wait)
 
     def _drop_stale_slots(self) -> None:
-        """Slots more than a lease's span (or one interval) in the past are lost, not sent late:
-        after a pause the lane cannot send a backlog of old slots at once."""
-        oldest = time.monotonic() - max(LEASE_S, self._interval())
+        """Slots more than LEASE_S in the past (half a declared window's margin) are lost, not sent
+        late: a request must reach the provider close to the time its slot was booked for (the
+        window counts it there)."""
+        late = LEASE_S if not self.window_s else min(WINDOW_MARGIN_S, WINDOW_MARGIN_SHARE * self.window_s) / 2
+        oldest = time.monotonic() - late
         while self.slots and self.slots[0] < oldest:
             self.slots.popleft()
 
-    def _interval(self) -> float:
-        return 60.0 / (self.rpm * PACE_MARGIN) if self.rpm else 0.0
+    async def pace(self) -> None:
+        """The provider refused a request the window allowed: every lane of the model paces."""
+        await self._call("pace", self.key, self.rpm, self.tpm, self.window_s)
 
     def connect(self) -> None:
         """Get (or create) the endpoint's limiter actor; its process starts in the background."""
@@ -219,13 +326,16 @@ class SharedBuckets:
             self.handle = SharedLimiter.options(name=self.name, namespace=self.namespace, get_if_exists=True,
                                                 lifetime="detached").remote(self.idle_s)
 
-    async def _remote(self, requests: int, tokens: int) -> None:
+    async def _remote(self, requests: int, tokens: int) -> list[float]:
+        return await self._call("take", self.key, self.rpm, self.tpm, requests, tokens, self.window_s)
+
+    async def _call(self, method: str, *args: Any) -> Any:
         from ray.exceptions import RayActorError
 
         for attempt in range(HANDLE_ATTEMPTS):
             self.connect()
             try:
-                return await self.handle.take.remote(self.key, self.rpm, self.tpm, requests, tokens)
+                return await getattr(self.handle, method).remote(*args)
             except RayActorError:
                 if attempt == HANDLE_ATTEMPTS - 1:
                     raise
@@ -315,19 +425,21 @@ class ModelLimits:
     """The limits one gateway enforces for one model id."""
 
     def __init__(self, rpm: float | None, tpm: float | None, max_concurrency: int,
-                 shared: SharedBuckets | None = None, processes: int = 1):
-        self.rpm, self.tpm = rpm, tpm
+                 shared: SharedBuckets | None = None, processes: int = 1, window_s: float | None = None):
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self.processes = processes   # gateway processes sharing the lane's rate (each sends its share)
         self.shared = shared
-        self.buckets: Buckets | SharedBuckets = shared if shared is not None and (rpm or tpm) else Buckets(rpm, tpm)
+        self.buckets: Buckets | SharedBuckets = (shared if shared is not None and (rpm or tpm)
+                                                 else Buckets(rpm, tpm, window_s))
         ceiling = max(1, int(max_concurrency))
-        # The pacer sets the rate; the window starts at the ceiling so it never holds the first calls
-        # back, shrinks on pushback and grows back to Little's law as answers arrive.
+        # The request window sets the rate; the in-flight window starts at the ceiling so it never
+        # holds the first calls back, shrinks on pushback and grows back to Little's law as answers arrive.
         self.window = InFlightWindow(ceiling, ceiling)
         self.turns = FairTurns()
         self.latency_s: float | None = None
         self.paused_until = 0.0
         self.learned = False
+        self.paced = False   # the provider refused a request the window allowed: requests are paced
 
     @contextlib.asynccontextmanager
     async def slot(self, estimated_tokens: int, tag: str = "") -> AsyncIterator[None]:
@@ -343,7 +455,7 @@ class ModelLimits:
                 pause = self.paused_until - time.monotonic()
                 if pause > 0:
                     await asyncio.sleep(pause)
-                await self.buckets.take(1, estimated_tokens, self.turns.waiting())
+                await self.buckets.take(1, estimated_tokens, self.ready_behind())
             except BaseException:
                 await self.window.release()
                 raise
@@ -353,6 +465,11 @@ class ModelLimits:
             yield
         finally:
             await self.window.release()
+
+    def ready_behind(self) -> int:
+        """Callers waiting for a turn that could send at once (an in-flight slot is free for them):
+        what a lease may take slots for without leaving them unused."""
+        return min(self.turns.waiting(), max(0, self.window.size - self.window.active))
 
     async def reconcile(self, estimated_tokens: int, actual_tokens: int) -> None:
         """Charge the tokens the estimate missed (aiolimiter has no refunds for over-estimates)."""
@@ -379,9 +496,14 @@ class ModelLimits:
         elif target is None and self.window.size < self.window.ceiling:
             await self.window.resize(self.window.size + 1)   # no rate to aim at: grow back additively
 
-    async def pushed_back(self, headers: Mapping[str, str] | None = None) -> None:
-        """After a 429 or a 5xx: halve the in-flight window (it grows back as answers arrive)."""
+    async def pushed_back(self, headers: Mapping[str, str] | None = None, refused: bool = False) -> None:
+        """After a 429 or a 5xx: halve the in-flight window (it grows back as answers arrive). A 429
+        (`refused`) came although the lane kept the provider's window: it enforces the limit over
+        shorter spans, so the lane's requests are paced from now on."""
         await self.window.resize(self.window.size // 2)
+        if refused and self.rpm and not self.paced:
+            self.paced = True
+            await self.buckets.pace()
         if headers:
             self._learn(read_rate_headers(headers))
 
@@ -390,10 +512,10 @@ class ModelLimits:
             # The config left rpm unset: pace at the provider's own limit from now on.
             self.rpm = float(seen.limit_requests)
             if self.shared is not None:
-                self.shared.key, self.shared.rpm = (*self.shared.key[:1], self.rpm, self.tpm), self.rpm
+                self.shared.key, self.shared.rpm = (self.shared.key[0], self.rpm, *self.shared.key[2:]), self.rpm
                 self.buckets = self.shared
             else:
-                self.buckets = Buckets(self.rpm, self.tpm)
+                self.buckets = Buckets(self.rpm, self.tpm, self.window_s)
             self.learned = True
         if seen.remaining_requests is not None and seen.reset_requests_s is not None:
             reserve = max(1, self.window.active)

@@ -163,6 +163,12 @@ class ModelSpec:
                                   .or_null("no key"), None, "environment variable holding the API key")
     rpm: float | None = key(number(above=0, maximum=RATE_MAX).or_null("no limit"), None, "requests per minute")
     tpm: float | None = key(number(above=0, maximum=RATE_MAX).or_null("no limit"), None, "input tokens per minute")
+    # How the provider counts the rpm. null: over any span (OpenAI and Anthropic say a minute's limit
+    # may be enforced per second), so requests are paced evenly from the first. W seconds: over a
+    # sliding W-second window, rpm × W / 60 requests in any W s (60: a strict minute; the first
+    # minute's requests may all go at once). A 429 all the same: paced from then on.
+    rpm_window_s: float | None = key(number(above=0, maximum=3600).or_null("paced evenly"), None,
+                                     "the sliding window in seconds over which the provider counts rpm")
     # Ceiling on calls in flight. With an rpm limit the lane keeps rpm/60 × measured latency in
     # flight (Little's law) up to this ceiling; without one, it keeps this many.
     max_concurrency: int = key(integer(1, 10**6), 8, "calls in flight at once")
