@@ -218,15 +218,20 @@ def base_builder(item_meta: ItemMeta, sample_count: Callable[[Job], int] = sampl
 
 
 def answer_stages(job: Job, item_meta: ItemMeta, cond: Condition | None = None, suffix: str = "") -> list[Stage]:
-    """route (retrieval conditions) → reflect (reflection) → generate; stage names carry `suffix`."""
+    """route (retrieval conditions) → reflect (reflection) → generate; stage names carry `suffix`.
+    Each names the stages it reads (route reads none), so a narrowing job's conditions run side by
+    side instead of one after another."""
     cond = cond or Condition.of(job)
-    stages = []
+    stages: list[Stage] = []
+    read: tuple[str, ...] = ()
     if cond.retrieval:
         role = job.settings.routing.role
-        stages.append(Stage(f"route{suffix}", route_builder(cond), role=role, parse=parse_route))
+        stages.append(Stage(f"route{suffix}", route_builder(cond), role=role, parse=parse_route, inputs=()))
+        read = (f"route{suffix}",)
     if cond.reflection:
-        stages.append(Stage(f"reflect{suffix}", reflect_builder(item_meta, cond, suffix)))
-    stages.append(Stage(f"generate{suffix}", generate_builder(item_meta, cond, suffix)))
+        stages.append(Stage(f"reflect{suffix}", reflect_builder(item_meta, cond, suffix), inputs=read))
+        read = (*read, f"reflect{suffix}")
+    stages.append(Stage(f"generate{suffix}", generate_builder(item_meta, cond, suffix), inputs=read))
     return stages
 
 

@@ -21,6 +21,8 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 # The job and stage of the batch being sent ("<job key>\x1f<stage>", flow/progress.py's call_tag),
 # set by the runner where the batch is handed to a gateway, which counts finished calls per tag.
 CALL_TAG: ContextVar[str | None] = ContextVar("prefray_call_tag", default=None)
+# The critical-path rank of that stage (flow/critical.py): a lane serves higher ranks first.
+CALL_RANK: ContextVar[int] = ContextVar("prefray_call_rank", default=0)
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,8 @@ class Dispatcher(Protocol):
 class Gateways:
     """The gateway actors of each model id on an endpoint and key (`lane_processes` of them, created
     on first use, or up front by `start`), plus locally served endpoints. A batch goes to the
-    model's gateway with the fewest calls outstanding."""
+    model's gateway with the fewest calls outstanding. `niceness`: per (endpoint key, model id), the
+    niceness of that lane's gateway processes (flow/critical.py; 0 if not named)."""
 
     budget: Any = None
     run_dir: RunDir | None = None   # where gateways keep their ledger of tries sent (engine/rundir/paid.py)
@@ -44,6 +47,7 @@ class Gateways:
     outstanding: dict[str, int] = field(default_factory=dict)   # calls sent and not answered, by the same
     servers: dict[tuple[str, int], Any] = field(default_factory=dict)
     ready: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
+    niceness: dict[tuple[str, str], int] = field(default_factory=dict)
 
     async def _served(self, spec: ModelSpec) -> ModelSpec:
         """Start a locally served model's server once per run; the spec as this run reaches it."""
@@ -76,7 +80,8 @@ class Gateways:
         key = f"{spec.gateway_key}#{process}"
         if key not in self.handles:
             api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else "prefray-local"
-            self.handles[key] = get_gateway(spec, api_key, process)
+            self.handles[key] = get_gateway(spec, api_key, process,
+                                            self.niceness.get((spec.endpoint_key, spec.model_id), 0))
         return key
 
     def start(self, specs: Iterable[ModelSpec]) -> None:
@@ -106,7 +111,8 @@ class Gateways:
             self.outstanding[key] = self.outstanding.get(key, 0) + len(missing)
             try:
                 sent = list(await self.handles[key].run_batch.remote(spec, missing, self.budget, self.run_dir,
-                                                                     CALL_TAG.get(), secrets.token_hex(8)))
+                                                                     CALL_TAG.get(), secrets.token_hex(8),
+                                                                     CALL_RANK.get()))
             finally:
                 self.outstanding[key] -= len(missing)
         answers = iter(sent)

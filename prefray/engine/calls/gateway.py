@@ -71,16 +71,18 @@ class _Lane:
         """Error texts are stored on rows: never with the API key in them."""
         return text.replace(self.api_key, "***") if len(self.api_key) >= 4 else text
 
-    async def call(self, request: ChatRequest, budget: Any = None, tag: str = "", batch: str = "") -> CallResult:
+    async def call(self, request: ChatRequest, budget: Any = None, tag: str = "", batch: str = "",
+                   rank: int = 0) -> CallResult:
         """One unit through the lane's gate (fail fast on a hopeless lane); `tag` (job and stage)
-        is the queue it waits in for its fair turn on the lane; `batch` the actor call it belongs to."""
+        is the queue it waits in for its fair turn on the lane, `rank` its stage's place on the
+        critical path (limits.FairTurns); `batch` the actor call it belongs to."""
         started = time.time()
         probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
         if self.gate.stopped:
             return _lane_stopped(self.gate, started)
         result = None
         try:
-            result = await self._paid_call(request, budget, started, calibrating=probe, tag=tag)
+            result = await self._paid_call(request, budget, started, calibrating=probe, tag=tag, rank=rank)
             if self.journal is not None and result.status == "ok":
                 self.journal.record(self.spec.model_id, request, result, batch)
             return result
@@ -89,11 +91,11 @@ class _Lane:
                                   counted=result is not None)
 
     async def call_samples(self, requests: list[ChatRequest], budget: Any = None, tag: str = "",
-                           batch: str = "") -> list[CallResult]:
+                           batch: str = "", rank: int = 0) -> list[CallResult]:
         """The samples of one unit (same prompt, consecutive seeds) in one request asking n of them
         (engine/calls/samples.py), through the lane's gate like one call."""
         if len(requests) == 1:
-            return [await self.call(requests[0], budget, tag, batch)]
+            return [await self.call(requests[0], budget, tag, batch, rank)]
         started = time.time()
         probe = await self.gate.enter(patience=PROBE_PATIENCE_S if budget is None else None)
         if self.gate.stopped:
@@ -101,7 +103,7 @@ class _Lane:
         result = None
         try:
             result = await self._paid_call(with_n(requests[0], len(requests)), budget, started, calibrating=probe,
-                                           tag=tag)
+                                           tag=tag, rank=rank)
             results = split_choices(self.spec, result, len(requests))
             if self.journal is not None:
                 for request, one in zip(requests, results):
@@ -113,13 +115,13 @@ class _Lane:
                                   counted=result is not None)
 
     async def _paid_call(self, request: ChatRequest, budget: Any, started: float, calibrating: bool,
-                         tag: str = "") -> CallResult:
+                         tag: str = "", rank: int = 0) -> CallResult:
         """Reserve the call's maximum cost (if a budget is set, scaled by the model's learned input
         ratio), call with retries, learn from the reported usage, settle."""
         reserved = max_call_cost(self.spec, request, self.calibration.ratio) if budget is not None else 0.0
         if budget is not None and not await budget.reserve.remote(reserved):
             return skipped_for_budget(started)
-        result = await self._call_with_retries(request, started, tag)
+        result = await self._call_with_retries(request, started, tag, rank)
         self.calibration.add(request.estimated_input_tokens(), result.input_tokens)
         result.cost_usd = call_cost(self.spec, result.input_tokens, result.output_tokens,
                                     result.cache_read_tokens, result.cache_write_tokens)
@@ -137,12 +139,13 @@ class _Lane:
                              call_cost(self.spec, input_tokens, output_tokens, cache_read, cache_write),
                              cache_read, cache_write, cache_saving(self.spec, cache_read, cache_write))
 
-    async def _call_with_retries(self, request: ChatRequest, started: float, tag: str = "") -> CallResult:
+    async def _call_with_retries(self, request: ChatRequest, started: float, tag: str = "",
+                                 rank: int = 0) -> CallResult:
         estimate = request.estimated_input_tokens()
         tries = 0
         while True:
             tries += 1
-            async with self.limits.slot(estimate, tag):
+            async with self.limits.slot(estimate, tag, rank):
                 if self.driver.gone:
                     raise DriverGone("the run's driver is gone: not sent")
                 self._record_try(request, SENT, 0, 0)
@@ -230,7 +233,8 @@ def _alive(pid: int) -> bool:
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Gateway:
     def __init__(self, endpoint_key: str, api_key: str, limiter_idle_s: float = 60.0,
-                 driver: tuple[str, int] | None = None):
+                 driver: tuple[str, int] | None = None, niceness: int = 0):
+        lower_priority(niceness)
         self.endpoint_key = endpoint_key
         self.driver = DriverWatch(driver)
         self.api_key = api_key
@@ -269,10 +273,12 @@ class Gateway:
         return sorted(self.lanes)
 
     async def run_batch(self, spec: ModelSpec, requests: list[ChatRequest], budget: Any = None,
-                        run_dir: RunDir | None = None, tag: str | None = None, batch: str = "") -> list[CallResult]:
-        """Answer a batch. `batch` is its token: if this actor was restarted after a death, Ray sends
-        it the batches it was answering again, and answers its earlier life journaled for one are
-        returned as they are, not asked again (they were paid and settled then)."""
+                        run_dir: RunDir | None = None, tag: str | None = None, batch: str = "",
+                        rank: int = 0) -> list[CallResult]:
+        """Answer a batch of one job's stage (`tag`) of critical-path `rank` (limits.FairTurns).
+        `batch` is its token: if this actor was restarted after a death, Ray sends it the batches it
+        was answering again, and answers its earlier life journaled for one are returned as they
+        are, not asked again (they were paid and settled then)."""
         lane = self._lane_of(spec)
         self.driver.start()
         if run_dir is not None and run_dir not in self.paid:
@@ -284,10 +290,10 @@ class Gateway:
         lane.journal = self.journals.get(run_dir) if run_dir is not None else None
         earlier = self._answered_before(run_dir, batch)
         if spec.samples_per_request > 1:
-            results = await self._samples_batch(lane, requests, budget, tag, batch, earlier)
+            results = await self._samples_batch(lane, requests, budget, tag, batch, earlier, rank)
         else:
             results = await prefix_first(requests, [lane.warm.key(r) for r in requests], lane.warm,
-                                         lambda r: self._counted(lane, r, budget, tag, batch, earlier))
+                                         lambda r: self._counted(lane, r, budget, tag, batch, earlier, rank))
         if batch and lane.journal is not None:
             lane.journal.batch_done(batch)
         return results
@@ -302,16 +308,16 @@ class Gateway:
         return self.earlier[run_dir].pop(batch, {})
 
     async def _counted(self, lane: _Lane, request: ChatRequest, budget: Any, tag: str | None, batch: str = "",
-                       earlier: dict[str, Any] | None = None) -> CallResult:
+                       earlier: dict[str, Any] | None = None, rank: int = 0) -> CallResult:
         """One call (or its answer from an earlier life of this actor); its end is counted under
         the batch's tag (job and stage) for live progress."""
         queue = earlier.get(request.content_hash(lane.spec.model_id)) if earlier else None
-        result = queue.popleft() if queue else await lane.call(request, budget, tag or "", batch)
+        result = queue.popleft() if queue else await lane.call(request, budget, tag or "", batch, rank)
         self._tally(tag, result)
         return result
 
     async def _samples_batch(self, lane: _Lane, requests: list[ChatRequest], budget: Any, tag: str | None,
-                             batch: str, earlier: dict[str, Any]) -> list[CallResult]:
+                             batch: str, earlier: dict[str, Any], rank: int = 0) -> list[CallResult]:
         """A batch whose units' samples go several to a request (engine/calls/samples.py)."""
         results: list[CallResult | None] = [None] * len(requests)
         for i, request in enumerate(requests):   # answered by an earlier life of this actor
@@ -321,7 +327,8 @@ class Gateway:
         todo = [i for i, r in enumerate(results) if r is None]
         groups = [[todo[j] for j in g] for g in sample_groups(lane.spec, [requests[i] for i in todo])]
         answers = await prefix_first(groups, [lane.warm.key(requests[g[0]]) for g in groups], lane.warm,
-                                     lambda g: lane.call_samples([requests[i] for i in g], budget, tag or "", batch))
+                                     lambda g: lane.call_samples([requests[i] for i in g], budget, tag or "", batch,
+                                                                 rank))
         for group, answered in zip(groups, answers):
             for i, result in zip(group, answered):
                 results[i] = result
@@ -362,6 +369,23 @@ class Gateway:
             return handle.read(length)
 
 
+def lower_priority(niceness: int) -> None:
+    """Raise this process's niceness to `niceness` (never lower it: that needs privileges), on every
+    thread (Linux keeps a niceness per thread; threads started later inherit their starter's). A
+    lane with time to spare gives the cores to the lanes that bound the run (flow/critical.py)."""
+    if niceness <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, max(niceness, os.getpriority(os.PRIO_PROCESS, tid)))
+        except OSError:   # a thread that ended meanwhile
+            pass
+
+
 def gateway_name(spec: ModelSpec, process: int = 0) -> str:
     """Readable, unique to this driver: a killed run's dying actor is never picked up again."""
     job = ray.get_runtime_context().get_job_id()
@@ -382,13 +406,14 @@ def on_this_node() -> dict[str, Any]:
 TASK_RETRIES = 10
 
 
-def get_gateway(spec: ModelSpec, api_key: str, process: int = 0) -> Any:
+def get_gateway(spec: ModelSpec, api_key: str, process: int = 0, niceness: int = 0) -> Any:
     """Gateway `process` (of `lane_processes(spec)`) of this model on its endpoint and key, created
-    on first use. Processes of their own per model id: models that share an endpoint (several served
-    by one provider, or the evaluated model and its judge) are called from as many cores; their
-    RPM/TPM stay shared through the endpoint's limiter actor, and so do a lane's processes'."""
+    on first use, at `niceness` (`lower_priority`). Processes of their own per model id: models that
+    share an endpoint (several served by one provider, or the evaluated model and its judge) are
+    called from as many cores; their RPM/TPM stay shared through the endpoint's limiter actor, and
+    so do a lane's processes'."""
     placement = on_this_node() if spec.serve else {}
     return Gateway.options(name=gateway_name(spec, process), namespace=NAMESPACE, get_if_exists=True,
                            max_restarts=-1, max_task_retries=TASK_RETRIES,
                            **placement).remote(spec.endpoint_key, api_key, idle_seconds(),
-                                               (ray.get_runtime_context().get_node_id(), os.getpid()))
+                                               (ray.get_runtime_context().get_node_id(), os.getpid()), niceness)

@@ -371,54 +371,64 @@ class InFlightWindow:
 
 
 class FairTurns:
-    """Admits one caller at a time; waiting callers take turns across tags, round-robin.
+    """Admits one caller at a time: the waiting callers of the highest rank first, and among those
+    turns across tags, round-robin.
 
-    `tags` holds, per tag with callers waiting, their futures in arrival order; the tag served
-    last moves to the back, so with k tags waiting each gets every k-th turn.
+    A rank is how many stages of the caller's job wait on its stage's rows (flow/critical.py): a
+    lane serves the calls with the most work behind them first. `ranks` holds, per rank with
+    callers waiting, per tag their futures in arrival order; the tag served last moves to the back
+    of its rank, so with k tags of the top rank waiting each gets every k-th turn.
     """
 
     def __init__(self) -> None:
         self.busy = False
-        self.tags: OrderedDict[str, deque[asyncio.Future]] = OrderedDict()
+        self.ranks: dict[int, OrderedDict[str, deque[asyncio.Future]]] = {}
 
     def waiting(self) -> int:
-        return sum(len(queue) for queue in self.tags.values())
+        return sum(len(queue) for tags in self.ranks.values() for queue in tags.values())
 
-    async def enter(self, tag: str) -> None:
-        if not self.busy and not self.tags:
+    async def enter(self, tag: str, rank: int = 0) -> None:
+        if not self.busy and not self.ranks:
             self.busy = True
             return
         turn = asyncio.get_running_loop().create_future()
-        self.tags.setdefault(tag, deque()).append(turn)
+        self.ranks.setdefault(rank, OrderedDict()).setdefault(tag, deque()).append(turn)
         try:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
                 self.leave()          # the turn was given to this caller: pass it on
             else:
-                self._forget(tag, turn)
+                self._forget(rank, tag, turn)
             raise
 
     def leave(self) -> None:
-        """End the current turn: the next tag in line gets the next one."""
-        while self.tags:
-            tag, queue = next(iter(self.tags.items()))
+        """End the current turn: the next tag in line of the highest rank waiting gets the next one."""
+        while self.ranks:
+            rank = max(self.ranks)
+            tags = self.ranks[rank]
+            tag, queue = next(iter(tags.items()))
             turn = queue.popleft()
             if queue:
-                self.tags.move_to_end(tag)
+                tags.move_to_end(tag)
             else:
-                del self.tags[tag]
+                del tags[tag]
+                if not tags:
+                    del self.ranks[rank]
             if not turn.done():
                 turn.set_result(None)
                 return
         self.busy = False
 
-    def _forget(self, tag: str, turn: asyncio.Future) -> None:
-        queue = self.tags.get(tag)
+    def _forget(self, rank: int, tag: str, turn: asyncio.Future) -> None:
+        tags = self.ranks.get(rank, {})
+        queue = tags.get(tag)
         if queue is not None and turn in queue:
             queue.remove(turn)
             if not queue:
-                del self.tags[tag]
+                del tags[tag]
+                if not tags:
+                    del self.ranks[rank]
 
 
 class ModelLimits:
@@ -442,13 +452,14 @@ class ModelLimits:
         self.paced = False   # the provider refused a request the window allowed: requests are paced
 
     @contextlib.asynccontextmanager
-    async def slot(self, estimated_tokens: int, tag: str = "") -> AsyncIterator[None]:
+    async def slot(self, estimated_tokens: int, tag: str = "", rank: int = 0) -> AsyncIterator[None]:
         """Hold an in-flight slot after the request and token budgets admit one call.
 
-        Callers are admitted one at a time, in fair turns across tags: the turn lasts until the
-        call has its in-flight slot and its request and tokens, so the send order is the turn order.
+        Callers are admitted one at a time, the highest `rank` first and in fair turns across tags
+        (FairTurns): the turn lasts until the call has its in-flight slot and its request and
+        tokens, so the send order is the turn order.
         """
-        await self.turns.enter(tag)
+        await self.turns.enter(tag, rank)
         try:
             await self.window.acquire()
             try:

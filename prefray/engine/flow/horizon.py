@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
+from prefray.engine.calls.limits import min_minutes
 from prefray.engine.calls.output_budget import final_request, output_budget
 from prefray.engine.calls.pricing import max_call_cost
 from prefray.engine.flow.counting import SAMPLE_INSTANCES, _cell_key, count_jobs
@@ -90,6 +91,10 @@ class LaneCalls:
     smallest_fit: int | None = None       # input + output budget of the call that needs the least context
     cheapest_usd: float | None = None     # the smallest reservation of one call
     counted: str = "at least"             # "at least" (step 1), "about" (a sample), "" (the plan's count)
+
+    def minutes(self) -> float:
+        """The least time these calls take at the lane's declared rpm and tpm."""
+        return min_minutes(self.spec, self.calls, self.tokens)
 
     def add(self, group: _Group, spec: ModelSpec) -> None:
         request = final_request(spec, group.smallest)
@@ -228,12 +233,14 @@ def _answering(jobs: list[Job], role: str, judge: str) -> ModelSpec:
     return next((s for s in specs if role == "subject" or s.name == judge), specs[0])
 
 
-def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-              run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
-    """The lanes that may not fit their horizon: each (benchmark, condition) cell's plan counted once,
-    for one of its jobs, on a seeded sample of `SAMPLE_INSTANCES` instances (the counting plan's);
-    its calls and tokens per instance and role, times each job's instances, times SAFETY, summed
-    per lane. The models of a cell build the same units (counting.py), so one count serves them."""
+def estimated_lanes(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+                    run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane],
+                    safety: float) -> dict[Lane, LaneCalls]:
+    """Calls and input tokens per lane of `lanes`, estimated: each (benchmark, condition) cell's plan
+    counted once, for one of its jobs, on a seeded sample of `SAMPLE_INSTANCES` instances (the
+    counting plan's); its calls and tokens per instance and role, times each job's instances, times
+    `safety`, summed per lane. The models of a cell build the same units (counting.py), so one count
+    serves them."""
     per_instance: dict[str, dict[str, tuple[float, float]]] = {}
     estimate: dict[Lane, LaneCalls] = {}
     for index, job in enumerate(jobs):
@@ -247,8 +254,15 @@ def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: 
             spec = job.role_model(role)
             if lane_of(spec) in lanes:
                 lane = estimate.setdefault(lane_of(spec), LaneCalls(spec, role, counted="about"))
-                lane.calls += round(calls * len(instances[index]) * SAFETY)
-                lane.tokens += round(tokens * len(instances[index]) * SAFETY)
+                lane.calls += round(calls * len(instances[index]) * safety)
+                lane.tokens += round(tokens * len(instances[index]) * safety)
+    return estimate
+
+
+def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
+              run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
+    """The lanes that may not fit their horizon: their sampled estimate times SAFETY."""
+    estimate = estimated_lanes(jobs, benchmarks, instances, run_dir, settings, lanes, SAFETY)
     return {lane for lane, calls in estimate.items() if _over(calls)}
 
 

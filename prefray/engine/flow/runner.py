@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from prefray.engine.benchmark import Job, ParseError, Stage, StageContext
-from prefray.engine.calls.dispatch import CALL_TAG, Dispatcher
+from prefray.engine.calls.dispatch import CALL_RANK, CALL_TAG, Dispatcher
 from prefray.engine.calls.output_budget import final_request
+from prefray.engine.flow.critical import stage_ranks
 from prefray.engine.flow.progress import call_tag
 from prefray.engine.results.request_store import RequestStore
 from prefray.engine.rundir.cache import ResponseCache, cache_key
@@ -127,6 +128,7 @@ class JobRunner:
         self.asked: dict[tuple[str, str], set[str]] | None = {} if self.folder.is_dir() else None
         self.samples: int | None = job.settings.samples
         self.flow: StageFlow | None = None
+        self.ranks: dict[str, int] = {}   # each stage's place on the job's critical path (flow/critical.py)
         self._shards_since_roll = 0
         self._rolling = False
 
@@ -137,6 +139,7 @@ class JobRunner:
         goes out when its answer is stored); any other stage waits until all its inputs are done.
         """
         stages = self.benchmark.stages(self.job)
+        self.ranks = stage_ranks(stages)
         flow = self.flow = StageFlow({s.name: self._stage_model(s)[1] for s in stages})
         tasks = [asyncio.ensure_future(self._run_stage_when_ready(stage, stages[:i], flow))
                  for i, stage in enumerate(stages)]
@@ -292,11 +295,15 @@ class JobRunner:
         requests = [final_request(spec, p.unit.request) for p in shard]
         self.keep_requests(spec, requests)
         keys = [cache_key(spec, r, p.unit.sample) for r, p in zip(requests, shard)]
-        results = await self._answers(spec, requests, keys, stage.name)
-        parsed: list[Any] = [None] * len(results)
-        if stage.parse is not None:
-            await self._parse_with_one_retry(stage, spec, requests, results, parsed)
-        elif stage.read is not None:
+        rank = CALL_RANK.set(self.ranks.get(stage.name, 0))   # the lane serves higher ranks first
+        try:
+            results = await self._answers(spec, requests, keys, stage.name)
+            parsed: list[Any] = [None] * len(results)
+            if stage.parse is not None:
+                await self._parse_with_one_retry(stage, spec, requests, results, parsed)
+        finally:
+            CALL_RANK.reset(rank)
+        if stage.parse is None and stage.read is not None:
             parsed = [stage.read(p.unit, r.text) if r.status == "ok" else None for p, r in zip(shard, results)]
         self.keep_answers(keys, results)
         rows = [stored_row(self.job, stage, spec, judge, p.uid, p.unit, p.attempt, request, result, value)

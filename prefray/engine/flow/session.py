@@ -88,6 +88,28 @@ def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
     return stopping
 
 
+def lanes_niceness_meanwhile(sweep: Sweep) -> Callable[[], dict[tuple[str, str], int]]:
+    """Start estimating, on a thread, which lanes have time to spare (flow/critical.py); return what
+    waits for the answer (an estimate that fails leaves every gateway at niceness 0)."""
+    from prefray.engine.flow.critical import estimated_minutes, gateway_niceness
+
+    found: dict[tuple[str, str], int] = {}
+
+    def estimate() -> None:
+        try:
+            found.update(gateway_niceness(estimated_minutes(sweep)))
+        except Exception as exc:  # noqa: BLE001 - a scheduling hint: the run goes on without it
+            log.debug(f"prefray: no lane estimate ({type(exc).__name__}: {exc})")
+
+    thread = threading.Thread(target=estimate, name="prefray-lane-estimate", daemon=True)
+    thread.start()
+
+    def answer() -> dict[tuple[str, str], int]:
+        thread.join()
+        return found
+    return answer
+
+
 def secret_envs(jobs: Sequence[Job]) -> set[str]:
     return {s.api_key_env for j in jobs for s in (j.model, *j.roles.values()) if s.api_key_env}
 
@@ -156,6 +178,7 @@ def _run_owned(sweep: Sweep) -> int:
     clean_leftovers(run)
     replay = load_replay(run)
     append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
+    niceness = lanes_niceness_meanwhile(sweep)   # estimated while Ray starts
     started = start_ray()
     if sweep.run.plots and sweep.run.figures != "none":
         from prefray.engine.results.plots import import_pyplot_meanwhile
@@ -167,7 +190,7 @@ def _run_owned(sweep: Sweep) -> int:
         with LiveProgress(enabled=show) as progress:
             outlets = Outlets.of(run, progress=progress.update, cache=cache)
             budget = budget_actor(sweep.run.budget_usd)
-            gateways = Gateways(budget=budget, run_dir=run, replay=replay)
+            gateways = Gateways(budget=budget, run_dir=run, replay=replay, niceness=niceness())
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, run, sweep.run)  # models in tier batch
             feed = progress.add_calls if show else None

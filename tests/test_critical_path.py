@@ -1,0 +1,131 @@
+"""The critical path: a lane serves the stages with the most stages after them first, and the
+gateways of lanes with time to spare give the cores to the lanes that bound the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+from prefray.engine.benchmark import Stage
+from prefray.engine.calls.limits import ModelLimits
+from prefray.engine.flow.critical import SLACK_NICENESS, gateway_niceness, stage_ranks
+
+
+def _stage(name: str, inputs: tuple[str, ...] | None = None) -> Stage:
+    return Stage(name, lambda context: [], inputs=inputs)
+
+
+def test_a_stage_ranks_by_the_longest_chain_that_reads_it():
+    # a ← b (reads every earlier stage: a) ; c reads a only ; d reads a, b, c ; e reads nothing
+    stages = [_stage("a"), _stage("b"), _stage("c", ("a",)), _stage("d"), _stage("e", ())]
+    # longest chains after each: a → b → d (2), b → d (1), c → d (1), d (0), e (0)
+    assert stage_ranks(stages) == {"a": 2, "b": 1, "c": 1, "d": 0, "e": 0}
+
+
+def test_the_built_in_benchmarks_rank_their_stages():
+    """BenchPreS: generate is read by the judge and completeness stages, which nothing reads."""
+    from prefray.app.compose import compose_sweep
+
+    _, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default"],
+                                        False)
+    ranks = stage_ranks(benchmarks["benchpres"].stages(jobs[0]))
+    assert ranks["generate"] == 1 and ranks["judge"] == 0
+    assert max(ranks.values()) == 1 and list(ranks.values()).count(0) == len(ranks) - 1
+
+
+async def send_ranked(limits: ModelLimits, calls: list[tuple[str, int]], latency: float) -> list[str]:
+    """Queue one call per (tag, rank), in this order; return the tags in the order the lane sent them."""
+    sent: list[str] = []
+
+    async def one(tag: str, rank: int) -> None:
+        async with limits.slot(10, tag, rank):
+            sent.append(tag)
+            await asyncio.sleep(latency)
+
+    tasks = []
+    for tag, rank in calls:
+        tasks.append(asyncio.ensure_future(one(tag, rank)))
+        await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    return sent
+
+
+def test_a_lane_serves_higher_ranks_first_and_takes_turns_within_a_rank():
+    # one call at a time, 50 ms each: every call is in line before the first is done. The first
+    # "leaf" goes on arrival and the second holds the turn waiting for the slot (as in
+    # test_limits.py's turns); then the chains of rank 2 alternate, then rank 1, then the leaves
+    calls = [("leaf", 0)] * 4 + [("mid", 1)] * 2 + [("x", 2)] * 3 + [("y", 2)] * 2
+    sent = asyncio.run(send_ranked(ModelLimits(None, None, 1), calls, 0.05))
+    assert sent == ["leaf", "leaf", "x", "y", "x", "y", "x", "mid", "mid", "leaf", "leaf"]
+
+
+def test_lanes_well_below_the_slowest_one_are_niced():
+    minutes = {("e", "slowest", 1, None): 100.0, ("e", "close", 1, None): 60.0,
+               ("e", "half", 1, None): 50.0, ("f", "idle", 1, None): 49.9}
+    # below half of the slowest lane's minutes: time to spare
+    assert gateway_niceness(minutes) == {("f", "idle"): SLACK_NICENESS}
+    assert gateway_niceness({}) == {} and gateway_niceness({("e", "m", None, None): 0.0}) == {}
+
+
+NICE_SCRIPT = """
+import json, os, threading, time
+from prefray.engine.calls.gateway import lower_priority
+stop = threading.Event()
+before = threading.Thread(target=stop.wait)
+before.start()
+os.setpriority(os.PRIO_PROCESS, before.native_id, 7)   # a thread already nicer than asked stays so
+lower_priority(3)
+after = threading.Thread(target=stop.wait)
+after.start()
+nice = {t: os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")}
+stop.set()
+print(json.dumps({"main": nice[str(threading.main_thread().native_id)], "before": nice[str(before.native_id)],
+                  "after": nice[str(after.native_id)], "all": sorted(nice.values())}))
+"""
+
+
+def test_a_process_lowers_the_priority_of_every_thread_and_never_raises_it():
+    from tests.conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-c", NICE_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    base = __import__("os").getpriority(__import__("os").PRIO_PROCESS, 0)
+    assert out["main"] == max(3, base) and out["after"] == max(3, base) and out["before"] == max(7, base)
+    assert min(out["all"]) >= max(3, base)
+
+
+GATEWAYS_SCRIPT = """
+import asyncio, json, os, sys
+import ray
+from prefray.engine.calls.dispatch import Gateways
+from prefray.engine.types import ModelSpec
+
+url = sys.argv[1]
+bound = ModelSpec(name="bound", provider="openai", model_id="bound-model", base_url=url, rpm=600)
+slack = ModelSpec(name="slack", provider="openai", model_id="slack-model", base_url=url, rpm=60)
+gateways = Gateways(niceness={(slack.endpoint_key, slack.model_id): 5})
+gateways.start([bound, slack])
+
+def threads_nice(actor):
+    return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")})
+
+found = {key.split("|")[-1]: ray.get(handle.__ray_call__.remote(threads_nice)) for key, handle in gateways.handles.items()}
+asyncio.run(gateways.close())
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.e2e
+def test_the_gateways_of_a_lane_with_time_to_spare_run_niced(ray_address, make_fake_server):
+    from tests.conftest import script_here
+
+    server = make_fake_server()
+    done = script_here(GATEWAYS_SCRIPT, server.openai_url)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"bound-model#0": [0], "slack-model#0": [5]}
