@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import ROOT, fake_server, stats
+from _processes import descendants, rss_mb
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,33 +63,6 @@ class Outcome:
     re_sent: int = 0
     re_sent_settled: int = 0   # of them, answered at least SETTLED_S before the kill
     resumed_ok: bool = False
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            line = next(x for x in handle if x.startswith("VmRSS:"))
-        return int(line.split()[1]) / 1024
-    except (OSError, StopIteration):
-        return 0.0
 
 
 # An answer the server wrote less than this long before the kill may still have been in the killed

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import yaml
 from _common import ROOT, fake_server, stats
+from _processes import TreeWatch
 
 sys.path.insert(0, str(ROOT))
 from prefray.app.sweep import all_options  # noqa: E402
@@ -130,9 +131,14 @@ def main() -> None:
         keys = {env: FAKE_KEY for env in {e[2] for e in endpoints} if env}
         env = {**os.environ, **keys, "PREFRAY_CONF": str(conf)}
         began = time.time()
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), *overrides], cwd=ROOT,
-                              capture_output=True, text=True, env=env)
+        watch = TreeWatch(os.getpid()).start()   # the fakes and the launch's tree (Ray's processes in it)
+        launch = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), *overrides], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        watch.driver = launch.pid
+        stdout, stderr = launch.communicate()
         wall = time.time() - began
+        processes = watch.finish()
+        done = subprocess.CompletedProcess(launch.args, launch.returncode, stdout, stderr)
         served = {endpoint: stats(entry["port"]) for endpoint, entry in endpoints.items()}
     timings = next((json.loads(line.removeprefix("TIMINGS ")) for line in done.stderr.splitlines()
                     if line.startswith("TIMINGS ")), None)
@@ -162,6 +168,7 @@ def main() -> None:
         "driver_peak_mb": (timings or {}).get("peak_mb"),
         "driver_calls_peak_mb": (timings or {}).get("marks", {}).get("calls peak MB"),
         "steps": (timings or {}).get("spans"), "load_average": os.getloadavg()[0], "problems": problems,
+        "processes": processes,
     }
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
@@ -171,6 +178,10 @@ def main() -> None:
           f"{result['aggregation_s'] or 0:.1f} s; driver peak RSS {result['driver_peak_mb'] or 0:.0f} MB "
           f"({result['driver_calls_peak_mb'] or 0:.0f} MB during the calls); load average "
           f"{result['load_average']:.1f}")
+    for kind, entry in sorted(processes.items(), key=lambda item: -item[1]["cpu_s"]):
+        print(f"  {kind}: {entry['processes']} process(es), CPU {entry['cpu_s']:.0f} s "
+              f"({entry['cpu_s'] / max(wall, 1e-9):.2f} cores over the wall), largest peak RSS "
+              f"{entry['peak_mb_max']:.0f} MB")
     for problem in problems:
         print(f"PROBLEM: {problem}")
     if problems:
