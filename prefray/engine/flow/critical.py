@@ -24,9 +24,11 @@ from prefray.engine.sweep import Sweep
 
 # A lane whose estimated minutes are below this share of the slowest lane's has time to spare.
 SLACK_SHARE = 0.5
-# The niceness of such a lane's gateway processes (the driver and the other gateways: 0). At 5 the
-# kernel gives a process about a third of the CPU share of one at 0 when both want more.
-SLACK_NICENESS = 5
+# The niceness of such a lane's gateway processes (the driver and the other gateways: 0). At 10 the
+# kernel gives a process about a ninth of the CPU share of one at 0 when both want more (at 5, a
+# third: the whole suite's 14 lanes with time to spare still took half the cores, and its slowest
+# lane sent at 74% of its rate; bench/RESULTS.md).
+SLACK_NICENESS = 10
 
 
 def stage_ranks(stages: Sequence[Stage]) -> dict[str, int]:
