@@ -129,3 +129,27 @@ def test_the_gateways_of_a_lane_with_time_to_spare_run_niced(ray_address, make_f
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found == {"bound-model#0": [0], "slack-model#0": [5]}
+
+
+def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_the_whole_data(tmp_path):
+    """With at most SAMPLE_INSTANCES instances the sample is all of them: the estimate of each lane's
+    minutes is then the counting plan's calls of that lane ÷ its rpm (computed here from the plan)."""
+    from prefray.app.compose import compose_sweep, run_dir_of, sweep_of
+    from prefray.app.preflight import preflight
+    from prefray.engine.flow.counting import count
+    from prefray.engine.flow.critical import estimated_minutes
+    from prefray.engine.rundir.layout import RunDir
+
+    configs, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default",
+                                               "limit=4", "model.rpm=60", "judge.rpm=30", f"run.dir={tmp_path}/r"],
+                                              False)
+    instances, errors = preflight(jobs, benchmarks)
+    assert not errors
+    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir_of(configs)))
+    plan = count(sweep).to_pylist()
+    calls = {role: sum(r["calls"] for r in plan if (r["role"] == "subject") == (role == "subject"))
+             for role in ("subject", "judge")}
+    assert calls["subject"] > 0 and calls["judge"] > calls["subject"]
+    minutes = {lane[1]: value for lane, value in estimated_minutes(sweep).items()}
+    assert minutes == pytest.approx({jobs[0].model.model_id: calls["subject"] / 60,
+                                     jobs[0].roles["judge"].model_id: calls["judge"] / 30})
