@@ -109,7 +109,7 @@ class TreeWatch:
             used = cpu_s(pid)
             if used is None:
                 continue
-            if self.kinds.get(pid, "other") in ("other", "ray worker"):
+            if self.kinds.get(pid, "other") not in ("driver", "gateway", "fake server"):
                 self.kinds[pid] = kind_of(pid, self.driver)   # a Ray worker names itself once it runs an actor
             self.cpu[pid] = used
             self.peak_mb[pid] = max(self.peak_mb.get(pid, 0.0), rss_mb(pid))
