@@ -114,7 +114,8 @@ gateways.start([bound, slack])
 def threads_nice(actor):
     return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")})
 
-found = {key.split("|")[-1]: ray.get(handle.__ray_call__.remote(threads_nice)) for key, handle in gateways.handles.items()}
+found = {key.split("|")[-1]: ray.get(handle.__ray_call__.remote(threads_nice))
+         for key, handle in gateways.handles.items()}
 asyncio.run(gateways.close())
 print(json.dumps(found))
 """
