@@ -47,16 +47,14 @@ def stage_ranks(stages: Sequence[Stage]) -> dict[str, int]:
 
 def estimated_minutes(sweep: Sweep) -> dict[tuple, float]:
     """Each rate-limited lane's estimated minutes at its declared rates (horizon.py's sampled plan)."""
-    from prefray.engine.flow.horizon import estimated_lanes, lane_of
+    from prefray.engine.flow.horizon import estimated_lanes, limited_lanes, plan_settings
 
     jobs = sweep.job_list
-    limited = {lane_of(s) for job in jobs for s in (job.model, *job.roles.values())
-               if (s.rpm or s.tpm) and s.tier == "interactive"}
+    limited = limited_lanes(jobs)
     if len(limited) < 2:
         return {}
-    settings = {"cache": None, "output_ratio": sweep.run.estimate_output_ratio,
-                "rerun_causes": sweep.policy.resend_causes}
-    lanes = estimated_lanes(jobs, sweep.benchmarks, sweep.instances, sweep.run_dir, settings, limited, safety=1)
+    lanes = estimated_lanes(jobs, sweep.benchmarks, sweep.instances, sweep.run_dir, plan_settings(sweep),
+                            limited, safety=1)
     return {lane: calls.minutes() for lane, calls in lanes.items()}
 
 

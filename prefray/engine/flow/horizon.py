@@ -289,13 +289,24 @@ def _resumed(jobs: Sequence[Job], run_dir: RunDir) -> set[Lane]:
     return {lane_of(s) for job in jobs if _stored_any(job, run_dir) for s in (job.model, *job.roles.values())}
 
 
+def plan_settings(sweep: Sweep, cache: ResponseCache | None = None) -> dict[str, Any]:
+    """The counting plan's settings for this sweep: `cache`, the response cache it may answer from
+    (or None), `output_ratio` and `rerun_causes` (the stored failures a rerun sends again)."""
+    return {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
+            "rerun_causes": sweep.policy.resend_causes}
+
+
+def limited_lanes(jobs: Sequence[Job]) -> set[Lane]:
+    """The lanes of these jobs with a declared rpm or tpm, sent interactively (not the batch tier)."""
+    return {lane_of(s) for job in jobs for s in (job.model, *job.roles.values())
+            if (s.rpm or s.tpm) and s.tier == "interactive"}
+
+
 def limit_problems(sweep: Sweep, cache: ResponseCache | None = None) -> list[str]:
     """One line per limit the sweep cannot run under (empty: every limit can be met); `cache`: the
     response cache the counting plan may answer from, or None."""
     return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir,
-                              {"cache": cache, "output_ratio": sweep.run.estimate_output_ratio,
-                               "rerun_causes": sweep.policy.resend_causes},
-                              sweep.run.budget_usd)
+                              plan_settings(sweep, cache), sweep.run.budget_usd)
 
 
 def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
@@ -313,8 +324,7 @@ def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], in
     budget = None if has_answers or len(fresh) < len(instances) else _budget_problem(lanes, budget_usd)
     if budget is not None:   # (cached answers cost nothing, and a resume's next call may be a cheaper stage's)
         problems.append(budget)
-    limited = {lane_of(s) for job in jobs for s in (job.model, *job.roles.values())
-               if (s.rpm or s.tpm) and s.tier == "interactive"}
+    limited = limited_lanes(jobs)
     certain = set() if has_answers else limited - resumed
     over = {lane for lane in certain if lane in lanes and _over(lanes[lane])}
     problems += [_over(lanes[lane]) for lane in sorted(over)]
