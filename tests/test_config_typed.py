@@ -154,3 +154,23 @@ def test_run_plots_false_writes_the_metrics_without_figures(run_cli, fake_server
     assert (hidden / "metrics.csv").read_bytes() == (shown / "metrics.csv").read_bytes()
     assert not (hidden / "plots").exists()
     assert list((shown / "plots").glob("*.png"))
+
+
+def test_each_distinct_dataset_is_loaded_once_by_its_typed_settings():
+    """Jobs that differ only in the evaluated model share one load; another condition is another
+    dataset, and so is another limit. Settings hold lists (not hashable): the key is their JSON."""
+    from prefray.app.compose import compose_sweep
+    from prefray.app.preflight import load_datasets
+
+    _, jobs, benchmarks = compose_sweep(["benchmark=cupid", "model=fake,gpt-4o", "judge=fake",
+                                         "condition=full,oracle", "limit=2"], multirun=True)
+    instances, errors = load_datasets(jobs, benchmarks)
+    assert not errors and len(jobs) == 4 and isinstance(jobs[0].settings.conditions, list)
+    loads_by_condition: dict[str, set[int]] = {}
+    for index, job in enumerate(jobs):
+        loads_by_condition.setdefault(job.condition, set()).add(id(instances[index]))
+    assert sorted(len(loads) for loads in loads_by_condition.values()) == [1, 1]
+    assert loads_by_condition["full"] != loads_by_condition["oracle"]
+    one_more = dataclasses.replace(jobs[0], limit=3)
+    assert one_more.dataset_key() != jobs[0].dataset_key()
+    assert len(load_datasets([one_more], benchmarks)[0][0]) == 3 and len(instances[0]) == 2

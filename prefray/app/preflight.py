@@ -26,11 +26,11 @@ def missing_keys(jobs: Sequence[Job]) -> list[str]:
 
 def load_datasets(jobs: Sequence[Job], benchmarks: dict[str, Benchmark]) -> tuple[dict[int, Sequence[Any]], list[str]]:
     """Load every job's instances once per distinct dataset; return them and the errors."""
-    loaded: dict[tuple, Sequence[Any] | DataError] = {}
+    loaded: dict[str, Sequence[Any] | DataError] = {}
     instances: dict[int, Sequence[Any]] = {}
     errors: list[str] = []
     for index, job in enumerate(jobs):
-        key = (job.benchmark, repr(job.settings), job.limit, repr(job.condition_settings))
+        key = job.dataset_key()
         if key not in loaded:
             try:
                 loaded[key] = benchmarks[job.benchmark].load(job)

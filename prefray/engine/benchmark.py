@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -43,6 +43,13 @@ class Job:
     condition_settings: ConditionSettings  # the condition's config, as its `condition_type`
     limit: int | None = None
     seed: int = 0
+
+    def dataset_key(self) -> str:
+        """What a benchmark's `load` reads a job's instances from: jobs with equal keys load the same
+        instances (the evaluated model and the roles aside). The settings as canonical JSON, as a
+        benchmark's settings may hold lists (not hashable)."""
+        return json.dumps([self.benchmark, asdict(self.settings), asdict(self.condition_settings),
+                           self.limit, self.seed], sort_keys=True, default=str)
 
     def role_model(self, role: str) -> ModelSpec:
         if role == "subject":
