@@ -154,3 +154,29 @@ def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_th
     minutes = {lane[1]: value for lane, value in estimated_minutes(sweep).items()}
     assert minutes == pytest.approx({jobs[0].model.model_id: calls["subject"] / 60,
                                      jobs[0].roles["judge"].model_id: calls["judge"] / 30})
+
+
+def test_the_lane_estimate_reads_the_limit_checks_sampled_counts(tmp_path):
+    """The limit check samples each cell's plan once; the run's lane estimate reads those counts (a
+    count doubled in between doubles the estimate) and a sweep under another send policy starts empty."""
+    from prefray.app.compose import compose_sweep, run_dir_of, sweep_of
+    from prefray.app.preflight import preflight
+    from prefray.engine.flow.critical import estimated_minutes
+    from prefray.engine.flow.horizon import limit_problems
+    from prefray.engine.rundir.layout import RunDir
+    from prefray.engine.sweep import SendPolicy
+
+    configs, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default",
+                                               "limit=4", "model.rpm=60", "judge.rpm=30", f"run.dir={tmp_path}/r"],
+                                              False)
+    instances, errors = preflight(jobs, benchmarks)
+    assert not errors
+    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir_of(configs)))
+    assert sweep.sampled_rates == {} and limit_problems(sweep) == []
+    assert len(sweep.sampled_rates) == 1
+    checked = estimated_minutes(sweep)
+    for rates in sweep.sampled_rates.values():
+        rates.update({role: (2 * calls, 2 * tokens) for role, (calls, tokens) in rates.items()})
+    assert estimated_minutes(sweep) == pytest.approx({lane: 2 * value for lane, value in checked.items()})
+    other = sweep.with_policy(SendPolicy(resend_causes=frozenset({"timeout"})))
+    assert other.sampled_rates == {} and estimated_minutes(other) == pytest.approx(checked)

@@ -49,6 +49,10 @@ class Sweep:
     run_dir: RunDir
     policy: SendPolicy = SendPolicy()
     location: str | None = None   # run.dir as the user gave it (a URI when run_dir is its staging mirror)
+    # Each counting-plan cell's calls and tokens per instance on the horizon's sample: the limit check
+    # fills it and the run's lane estimate reads it (engine/flow/horizon.py); a sweep under another
+    # send policy (`with_policy`) starts empty.
+    sampled_rates: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def assemble(cls, jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],

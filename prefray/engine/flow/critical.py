@@ -54,7 +54,7 @@ def estimated_minutes(sweep: Sweep) -> dict[tuple, float]:
     if len(limited) < 2:
         return {}
     lanes = estimated_lanes(jobs, sweep.benchmarks, sweep.instances, sweep.run_dir, plan_settings(sweep),
-                            limited, safety=1)
+                            limited, safety=1, sampled=sweep.sampled_rates)   # the limit check's counts
     return {lane: calls.minutes() for lane, calls in lanes.items()}
 
 

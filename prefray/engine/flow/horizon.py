@@ -234,14 +234,14 @@ def _answering(jobs: list[Job], role: str, judge: str) -> ModelSpec:
 
 
 def estimated_lanes(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                    run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane],
-                    safety: float) -> dict[Lane, LaneCalls]:
+                    run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane], safety: float,
+                    sampled: dict[str, Any] | None = None) -> dict[Lane, LaneCalls]:
     """Calls and input tokens per lane of `lanes`, estimated: each (benchmark, condition) cell's plan
     counted once, for one of its jobs, on a seeded sample of `SAMPLE_INSTANCES` instances (the
     counting plan's); its calls and tokens per instance and role, times each job's instances, times
     `safety`, summed per lane. The models of a cell build the same units (counting.py), so one count
-    serves them."""
-    per_instance: dict[str, dict[str, tuple[float, float]]] = {}
+    serves them; `sampled` keeps each cell's count for the next estimate of the same sweep."""
+    per_instance: dict[str, dict[str, tuple[float, float]]] = {} if sampled is None else sampled
     estimate: dict[Lane, LaneCalls] = {}
     for index, job in enumerate(jobs):
         specs = [(role, job.role_model(role)) for role in ("subject", *job.roles)]
@@ -260,9 +260,9 @@ def estimated_lanes(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], insta
 
 
 def _screened(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-              run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane]) -> set[Lane]:
+              run_dir: RunDir, settings: dict[str, Any], lanes: set[Lane], sampled: dict[str, Any]) -> set[Lane]:
     """The lanes that may not fit their horizon: their sampled estimate times SAFETY."""
-    estimate = estimated_lanes(jobs, benchmarks, instances, run_dir, settings, lanes, SAFETY)
+    estimate = estimated_lanes(jobs, benchmarks, instances, run_dir, settings, lanes, SAFETY, sampled)
     return {lane for lane, calls in estimate.items() if _over(calls)}
 
 
@@ -306,13 +306,14 @@ def limit_problems(sweep: Sweep, cache: ResponseCache | None = None) -> list[str
     """One line per limit the sweep cannot run under (empty: every limit can be met); `cache`: the
     response cache the counting plan may answer from, or None."""
     return job_limit_problems(sweep.job_list, sweep.benchmarks, sweep.instances, sweep.run_dir,
-                              plan_settings(sweep, cache), sweep.run.budget_usd)
+                              plan_settings(sweep, cache), sweep.run.budget_usd, sweep.sampled_rates)
 
 
 def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], instances: dict[int, Sequence[Any]],
-                       run_dir: RunDir, settings: dict[str, Any], budget_usd: float | None) -> list[str]:
+                       run_dir: RunDir, settings: dict[str, Any], budget_usd: float | None,
+                       sampled: dict[str, Any] | None = None) -> list[str]:
     """limit_problems of these jobs; `settings`: the counting plan's (`cache`, `output_ratio`,
-    `rerun_causes`: the stored failures a rerun sends again)."""
+    `rerun_causes`: the stored failures a rerun sends again); `sampled`: see `estimated_lanes`."""
     cache, resumed = settings.get("cache"), _resumed(jobs, run_dir)
     has_answers = cache is not None and cache.db.execute("SELECT 1 FROM responses LIMIT 1").fetchone()
     # a resumed job's first calls are stored already: its next call may be any stage's
@@ -331,6 +332,6 @@ def job_limit_problems(jobs: Sequence[Job], benchmarks: dict[str, Benchmark], in
     rest = limited - over
     if not rest:
         return problems
-    near = _screened(jobs, benchmarks, instances, run_dir, settings, rest - resumed)
+    near = _screened(jobs, benchmarks, instances, run_dir, settings, rest - resumed, {} if sampled is None else sampled)
     exact = _counted(jobs, benchmarks, instances, run_dir, settings, near | (rest & resumed))
     return problems + [p for lane in sorted(exact) if (p := _over(exact[lane]))]
