@@ -72,6 +72,8 @@ building"), a leading article dropped, the longest option first so "unit elastic
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -442,24 +444,48 @@ def _text_mentions(text: str, choices: tuple[str, ...], letters: str) -> list[Me
     return found
 
 
+_SENTENCE_BREAK = re.compile(r"[.!?\n]\s+|\n")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+# the patterns each mention is judged by, compiled once (extraction reads every answer of a run)
+_REJECTED_BEFORE = re.compile(_REJECT_BEFORE, re.IGNORECASE)
+_CONCEDED_BEFORE = re.compile(_CONCEDED, re.IGNORECASE)
+_REJECTED_AFTER = re.compile(_REJECT_AFTER, re.IGNORECASE)
+_STRONG_BEFORE_RE = re.compile(_STRONG_BEFORE, re.IGNORECASE)
+_STRONG_AFTER_RE = re.compile(_STRONG_AFTER, re.IGNORECASE)
+_COLON_BEFORE_RE, _COLON_AFTER_RE = re.compile(_COLON_BEFORE), re.compile(_COLON_AFTER)
+
+
+@functools.lru_cache(maxsize=4)
+def _breaks(text: str) -> list[int]:
+    """Where each sentence break of the whole text ends, in order (the text of one answer is read
+    for each of its mentions)."""
+    return [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+
+
 def _sentence_span(text: str, pos: int) -> tuple[int, int]:
-    starts = [m.end() for m in re.finditer(r"[.!?\n]\s+|\n", text[:pos])]
-    end = re.search(r"[.!?](?=\s|$)|\n", text[pos:])
-    return (starts[-1] if starts else 0), (pos + end.start() if end else len(text))
+    """The sentence around `pos`: from the end of the last break in text[:pos] to the next end."""
+    ends = _breaks(text)
+    before = bisect.bisect_right(ends, pos)   # the breaks that end by pos are text[:pos]'s too
+    start = ends[before - 1] if before else 0
+    for cut in _SENTENCE_BREAK.finditer(text, start, pos):   # a break that runs past pos ends at it there
+        start = cut.end()
+    end = _SENTENCE_END.search(text, pos)
+    return start, (end.start() if end else len(text))
 
 
 def _judge(text: str, mention: Mention) -> None:
     sentence_start, _ = _sentence_span(text, mention.start)
     before, after = text[sentence_start:mention.start], text[mention.end:]
-    mention.rejected = bool(re.search(_REJECT_BEFORE, before, flags=re.IGNORECASE)
-                            or re.match(_CONCEDED, before, flags=re.IGNORECASE)
-                            or re.match(_REJECT_AFTER, after, flags=re.IGNORECASE))
-    mention.strong = bool(re.search(_STRONG_BEFORE, before, flags=re.IGNORECASE)
-                          or re.match(_STRONG_AFTER, after, flags=re.IGNORECASE)
-                          or (re.search(_COLON_BEFORE, before) and re.match(_COLON_AFTER, after)))
+    mention.rejected = bool(_REJECTED_BEFORE.search(before) or _CONCEDED_BEFORE.match(before)
+                            or _REJECTED_AFTER.match(after))
+    mention.strong = bool(_STRONG_BEFORE_RE.search(before) or _STRONG_AFTER_RE.match(after)
+                          or (_COLON_BEFORE_RE.search(before) and _COLON_AFTER_RE.match(after)))
 
 
-_JOINED = r"\s*\)?\s*(?:,|,?\s*(?:or|and|nor))\s*(?:the\s+|an?\s+|option\s+)?\(?\s*"
+_JOINED = re.compile(r"\s*\)?\s*(?:,|,?\s*(?:or|and|nor))\s*(?:the\s+|an?\s+|option\s+)?\(?\s*", re.IGNORECASE)
+_BUT = re.compile(r"\bbut\b")
+_HEDGED_BETWEEN = re.compile(_HEDGE_BETWEEN, re.IGNORECASE)
+_HEDGED_AFTER = re.compile(r"[^\n]*" + _HEDGE_WORDS, re.IGNORECASE)
 
 
 def _spread_over_lists(text: str, mentions: list[Mention]) -> None:
@@ -469,7 +495,7 @@ def _spread_over_lists(text: str, mentions: list[Mention]) -> None:
     while changed:
         changed = False
         for a, b in zip(mentions, mentions[1:]):
-            if a.rejected != b.rejected and re.fullmatch(_JOINED, text[a.end:b.start], flags=re.IGNORECASE):
+            if a.rejected != b.rejected and _JOINED.fullmatch(text[a.end:b.start]):
                 a.rejected = b.rejected = changed = True
 
 
@@ -478,7 +504,7 @@ def _spread_rejection(text: str, mentions: list[Mention]) -> None:
     for i, m in enumerate(mentions):
         _, end = _sentence_span(text, m.start)
         later = [o for o in mentions[i + 1:] if o.start < end and o.letter != m.letter and not o.rejected]
-        if not m.statement and any(re.search(r"\bbut\b", text[m.end:o.start]) for o in later):
+        if not m.statement and any(_BUT.search(text[m.end:o.start]) for o in later):
             m.rejected = True
 
 
@@ -488,8 +514,7 @@ def _hedged_choice(text: str, kept: list[Mention]) -> bool:
             if o.letter == m.letter:
                 continue
             _, end = _sentence_span(text, o.start)
-            if re.fullmatch(_HEDGE_BETWEEN, text[m.end:o.start], flags=re.IGNORECASE) or re.match(
-                    r"[^\n]*" + _HEDGE_WORDS, text[m.end:end], flags=re.IGNORECASE):
+            if _HEDGED_BETWEEN.fullmatch(text[m.end:o.start]) or _HEDGED_AFTER.match(text[m.end:end]):
                 return True
     return False
 
@@ -540,12 +565,20 @@ def extract_choice(text: str, choices: tuple[str, ...]) -> str | None:
     return _decide(unmarked, choices, letters)
 
 
+def read_answer(text: str, choices: tuple[str, ...], gold: str) -> tuple[bool, bool]:
+    """(correct, unparsed) of one answer, from one extraction: correct is an exact match; unparsed,
+    the extractor reads no answer (none, a range, two candidates, only rejections), and an unparsed
+    answer is not correct (it is counted by `IRP_unparsed`)."""
+    if choices:
+        letter = extract_choice(text, choices)
+        return letter == gold.strip().upper(), letter is None
+    value, target = extract_number(text), to_decimal(gold)
+    return value is not None and target is not None and value == target, value is None
+
+
 def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
     """Exact match; an unparsed answer is not correct (and is counted by `IRP_unparsed`)."""
-    if choices:
-        return extract_choice(text, choices) == gold.strip().upper()
-    value, target = extract_number(text), to_decimal(gold)
-    return value is not None and target is not None and value == target
+    return read_answer(text, choices, gold)[0]
 
 
 def is_unparsed(text: str, choices: tuple[str, ...]) -> bool:

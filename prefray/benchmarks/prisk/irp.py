@@ -29,7 +29,7 @@ from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
 from prefray.benchmarks.prisk.data import Instance, IrpItem, load_instances
-from prefray.benchmarks.prisk.extraction import is_unparsed
+from prefray.benchmarks.prisk.extraction import read_answer
 from prefray.benchmarks.prisk.factorial import Observation, factorial_rows
 from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.benchmarks.prisk.metrics import (
@@ -49,7 +49,7 @@ from prefray.benchmarks.prisk.pipeline import (
     shown_context,
     template,
 )
-from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, is_correct, parse_score
+from prefray.benchmarks.prisk.scoring import SCORE_SCHEMA, parse_score
 from prefray.benchmarks.prisk.settings import PriskSettings
 from prefray.sdk import ChatRequest, Job, Stage, StageContext, WorkUnit
 from prefray.sdk.failures import is_model_failure
@@ -97,16 +97,15 @@ def is_empty(text: str | None) -> bool:
     return not (text or "").strip()
 
 
-def _accuracy(recs: list[dict[str, Any]], suffix: str = "") -> list[dict[str, Any]]:
+def _accuracy(recs: list[dict[str, Any]], read: dict[int, tuple[bool, bool]], suffix: str = "") -> list[dict[str, Any]]:
     # the failure policy: an answered row is scored as given (an empty answer matches nothing), a
     # model failure (e.g. context overflow) scores 0, a row without an answer is excluded; an answer
     # the extractor cannot read (none, a range, two candidates) is wrong and stays in the denominator,
-    # and IRP_unparsed reports its share
+    # and IRP_unparsed reports its share. `read`: (correct, unparsed) by id of each answered row
     rows = [r for r in recs if r["stage"] == "generate" and (r["status"] == "ok" or is_model_failure(r))]
-    values = [100.0 * is_correct(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) if r["status"] == "ok"
-              else 0.0 for r in rows]
+    values = [100.0 * read[id(r)][0] if r["status"] == "ok" else 0.0 for r in rows]
     answered = [r for r in rows if r["status"] == "ok"]
-    unparsed = [100.0 * is_unparsed(r["text"], tuple(r["meta"]["choices"])) for r in answered]
+    unparsed = [100.0 * read[id(r)][1] for r in answered]
     owed = sum(1 for r in recs if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok"))
     # clusters: `persona|item`, a base answer `|item`, so its paired differences pair on the query
     return [metric(f"IRP_accuracy{suffix}", values, owed - len(values), [cluster_of(r) for r in rows]),
@@ -116,9 +115,12 @@ def _accuracy(recs: list[dict[str, Any]], suffix: str = "") -> list[dict[str, An
 def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
     mine = [r for r in recs if r["model"] == model and r["condition"] == condition
             and r["stage"] in ("generate", "reflect") and r["meta"].get("kind") == "benchmark"]
-    out = _accuracy(mine) if mine else []
+    # each answer is read once, for the cell and for its source's row
+    read = {id(r): read_answer(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) for r in mine
+            if r["stage"] == "generate" and r["status"] == "ok"}
+    out = _accuracy(mine, read) if mine else []
     for source in sorted({r["meta"]["source"] for r in mine}):
-        out += _accuracy([r for r in mine if r["meta"]["source"] == source], f"[source={source}]")
+        out += _accuracy([r for r in mine if r["meta"]["source"] == source], read, f"[source={source}]")
     return [{"model": model, "condition": condition, "judge": "", **v} for v in out]
 
 

@@ -325,3 +325,36 @@ def test_an_echoed_option_list_is_no_answer():
     assert extract_choice("Nitrogen, about 78%, is the right one: C.", ("Oxygen", "Argon", "Nitrogen")) == "C"
     # a word ending in "nt" is no negation ("want", "different"): only "n't" is
     assert extract_choice("I want B, the mitochondrion, since the others are different.", ORGANELLES) == "B"
+
+
+def test_a_sentence_span_is_what_the_text_up_to_the_mention_and_after_it_say():
+    """The sentence around a position, from the breaks found once in the whole answer, equals the
+    span read from the two slices (the last break in text[:pos], the first end in text[pos:]) on
+    random texts of breaks, spaces and words, at every position."""
+    import random
+    import re
+
+    from prefray.benchmarks.prisk.extraction import _sentence_span
+
+    def from_slices(text: str, pos: int) -> tuple[int, int]:
+        starts = [m.end() for m in re.finditer(r"[.!?\n]\s+|\n", text[:pos])]
+        end = re.search(r"[.!?](?=\s|$)|\n", text[pos:])
+        return (starts[-1] if starts else 0), (pos + end.start() if end else len(text))
+
+    rng = random.Random(7)
+    texts = ["", "A.", "Not A. B is right.\n", "a \n\n b. ", *("".join(rng.choice("ab .!?\n\t ") for _ in range(24))
+                                                               for _ in range(1500))]
+    for text in texts:
+        for pos in range(len(text) + 1):
+            assert _sentence_span(text, pos) == from_slices(text, pos), (text, pos)
+
+
+def test_an_answer_is_read_once_for_correct_and_unparsed():
+    from prefray.benchmarks.prisk.extraction import read_answer
+
+    for text, choices, gold in [("The answer is B.", ORGANELLES, "B"), ("Not B. It's C.", ORGANELLES, "B"),
+                                ("A or B, hard to say", ORGANELLES, "A"), ("So 35 cookies.", (), "35"),
+                                ("between 3 and 5", (), "4")]:
+        assert read_answer(text, choices, gold) == (is_correct(text, choices, gold), is_unparsed(text, choices))
+    assert read_answer("The answer is B.", ORGANELLES, "b") == (True, False)
+    assert read_answer("between 3 and 5", (), "4") == (False, True)
