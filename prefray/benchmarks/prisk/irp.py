@@ -23,8 +23,9 @@ Run: prefray launch -m benchmark=prisk_irp condition=all model=local judge=local
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
@@ -111,11 +112,15 @@ def _accuracy(recs: list[dict[str, Any]], read: dict[int, tuple[bool, bool]], su
             metric(f"IRP_unparsed{suffix}", unparsed, owed - len(unparsed))]
 
 
-def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
+def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str,
+                     reader: Callable[[str, tuple[str, ...], str], tuple[bool, bool]] = read_answer
+                     ) -> list[dict[str, Any]]:
+    """IRP_accuracy and IRP_unparsed of one cell, overall and per source; `reader`: `read_answer`,
+    or the same function remembering what it read."""
     mine = [r for r in recs if r["model"] == model and r["condition"] == condition
             and r["stage"] in ("generate", "reflect") and r["meta"].get("kind") == "benchmark"]
     # each answer is read once, for the cell and for its source's row
-    read = {id(r): read_answer(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) for r in mine
+    read = {id(r): reader(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) for r in mine
             if r["stage"] == "generate" and r["status"] == "ok"}
     out = _accuracy(mine, read) if mine else []
     for source in sorted({r["meta"]["source"] for r in mine}):
@@ -206,11 +211,17 @@ class Irp(PriskBenchmark):
         # each verdict needs only its own answer: judging starts as answers arrive
         return [Stage("irp_judge", judge_units, role="judge", parse=parse_score, inputs=("generate",), per_unit=True)]
 
+    def across_models(self, recs: list[dict[str, Any]]) -> Any:
+        """The answer reader every model's cells share: an answer text met again, in any model's
+        cell, is read once (`read_answer` is a pure function of the text, choices and gold)."""
+        return functools.cache(read_answer)
+
     def values(self, recs: list[dict[str, Any]], settings: PriskSettings,
                shared: Any = None) -> list[dict[str, Any]]:
         out = []
+        reader = shared or read_answer
         for model, condition in model_conditions(recs):
-            out += accuracy_metrics(recs, model, condition) + score_metrics(recs, model, condition)
+            out += accuracy_metrics(recs, model, condition, reader) + score_metrics(recs, model, condition)
         return out + irp_factorial(recs)
 
 

@@ -8,6 +8,7 @@ Formulas (paper: "Evaluating the Hidden Costs of Personalization in Large Langua
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -24,12 +25,14 @@ SUBJECT_STAGES = ("reflect", "generate")
 
 
 def records(rows: pa.Table) -> list[dict[str, Any]]:
-    """Stored rows as dicts with `meta` and `value` (parsed answer) decoded."""
-    out = []
-    for r in rows.to_pylist():
-        meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
-        value = json.loads(r["parsed_json"]) if r["parsed_json"] else None
-        out.append({**r, "meta": meta, "value": value})
+    """Stored rows as dicts with `meta` and `value` (parsed answer) decoded. Each distinct JSON text
+    is decoded once (a run repeats a few thousand metas and answers over its rows), so records with
+    the same text share its `meta` or `value`: records are read, never changed."""
+    decode = functools.cache(json.loads)
+    out = rows.to_pylist()
+    for r in out:
+        r["meta"] = decode(r["meta_json"]) if r["meta_json"] else {}
+        r["value"] = decode(r["parsed_json"]) if r["parsed_json"] else None
     return out
 
 
@@ -161,10 +164,11 @@ def route_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def condition_of(r: dict[str, Any]) -> str:
         return r["stage"].split("@", 1)[1] if "@" in r["stage"] else r["condition"]
 
-    routed = [r for r in recs if r["stage"].split("@", 1)[0] == "route"]
-    keys = sorted({(r["model"], condition_of(r), r["judge"]) for r in routed})
-    for model, condition, judge in keys:
-        rows = [r for r in routed if (r["model"], condition_of(r), r["judge"]) == (model, condition, judge)]
+    cells: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        if r["stage"].split("@", 1)[0] == "route":
+            cells.setdefault((r["model"], condition_of(r), r["judge"]), []).append(r)
+    for (model, condition, judge), rows in sorted(cells.items()):
         values = [float(r["value"]["retrieve"]) for r in rows if r["status"] == "ok"]
         out.append({"model": model, "condition": condition, "judge": judge,
                     **metric("ROUTE_retrieve_rate", values, len(rows) - len(values))})
