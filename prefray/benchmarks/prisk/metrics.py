@@ -111,7 +111,7 @@ class Split:
                    tuple(cfg.get("contains_any") or ()))
 
 
-def fisher_split(incidences: list[tuple[bool, bool]]) -> tuple[float, float, list[list[int]]] | None:
+def fisher_split(incidences: Iterable[tuple[bool, bool]]) -> tuple[float, float, list[list[int]]] | None:
     """(odds ratio, two-sided p, table) over (in_group, excluded) incidences; None if a group is empty.
 
     table = [[excluded in group, included in group], [excluded outside, included outside]].
@@ -119,11 +119,6 @@ def fisher_split(incidences: list[tuple[bool, bool]]) -> tuple[float, float, lis
     table = [[0, 0], [0, 0]]
     for in_group, excluded in incidences:
         table[0 if in_group else 1][0 if excluded else 1] += 1
-    return fisher_table(table)
-
-
-def fisher_table(table: list[list[int]]) -> tuple[float, float, list[list[int]]] | None:
-    """`fisher_split` over its counted table."""
     if sum(table[0]) == 0 or sum(table[1]) == 0:
         return None
     odds, p = fisher_exact(table)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefray.benchmarks.prisk import narrowing_sets as sets
-from prefray.benchmarks.prisk.metrics import Split, cluster_key, fisher_table, metric
+from prefray.benchmarks.prisk.metrics import Split, cluster_key, fisher_split, metric
 from prefray.sdk.failures import is_model_failure
 
 
@@ -190,7 +190,7 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
     out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing, uir_units)})
     out += _union_rows(head, rows, base, universes, useful, personas_of)
     for split in splits:
-        result = fisher_table(_split_table(split, incidences, useful))
+        result = fisher_split(_split_incidences(split, incidences, useful).elements())
         if result is not None:
             odds, p, table = result
             n = sum(map(sum, table))
@@ -199,13 +199,13 @@ def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict
     return out
 
 
-def _split_table(split: Split, incidences: Counter[tuple[tuple[str, str], bool]], useful: dict) -> list[list[int]]:
-    """`fisher_split`'s table of the useful items: [[excluded, included] in the split's group,
-    [excluded, included] outside it]; each (persona, query)'s attributes read once."""
-    table = [[0, 0], [0, 0]]
+def _split_incidences(split: Split, incidences: Counter[tuple[tuple[str, str], bool]],
+                      useful: dict) -> Counter[tuple[bool, bool]]:
+    """(in the split's group, excluded) → useful items; each (persona, query)'s attributes read once."""
+    out: Counter[tuple[bool, bool]] = Counter()
     for (pair, excluded), count in incidences.items():
-        table[0 if split.member(useful[pair][1]) else 1][0 if excluded else 1] += count
-    return table
+        out[(split.member(useful[pair][1]), excluded)] += count
+    return out
 
 
 def unions(rows: list[dict]) -> dict[tuple[str, str], set[str] | None]:
