@@ -24,12 +24,18 @@ from prefray.sdk.failures import class_counts
 SUBJECT_STAGES = ("reflect", "generate")
 
 
+# the stored rows' call accounting, which no PRISK metric reads: left out of the records
+UNREAD_COLUMNS = ("request_hash", "provider", "model_id", "input_tokens", "output_tokens", "cost_usd", "cached",
+                  "cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
+
+
 def records(rows: pa.Table) -> list[dict[str, Any]]:
-    """Stored rows as dicts with `meta` and `value` (parsed answer) decoded. Each distinct JSON text
-    is decoded once (a run repeats a few thousand metas and answers over its rows), so records with
-    the same text share its `meta` or `value`: records are read, never changed."""
+    """Stored rows as dicts (without their UNREAD_COLUMNS) with `meta` and `value` (parsed answer)
+    decoded. Each distinct JSON text is decoded once (a run repeats a few thousand metas and answers
+    over its rows), so records with the same text share its `meta` or `value`: records are read,
+    never changed."""
     decode = functools.cache(json.loads)
-    out = rows.to_pylist()
+    out = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names]).to_pylist()
     for r in out:
         r["meta"] = decode(r["meta_json"]) if r["meta_json"] else {}
         r["value"] = decode(r["parsed_json"]) if r["parsed_json"] else None
