@@ -30,15 +30,16 @@ UNREAD_COLUMNS = ("request_hash", "provider", "model_id", "input_tokens", "outpu
 
 
 def records(rows: pa.Table) -> list[dict[str, Any]]:
-    """Stored rows as dicts (without their UNREAD_COLUMNS) with `meta` and `value` (parsed answer)
-    decoded. Each distinct JSON text is decoded once (a run repeats a few thousand metas and answers
-    over its rows), so records with the same text share its `meta` or `value`: records are read,
-    never changed."""
+    """Stored rows as dicts (without their UNREAD_COLUMNS) with `meta_json` and `parsed_json` decoded
+    as `meta` and `value` (the parsed answer). Each distinct JSON text is decoded once (a run repeats
+    a few thousand metas and answers over its rows), so records with the same text share its `meta`
+    or `value`: records are read, never changed."""
     decode = functools.cache(json.loads)
     out = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names]).to_pylist()
     for r in out:
-        r["meta"] = decode(r["meta_json"]) if r["meta_json"] else {}
-        r["value"] = decode(r["parsed_json"]) if r["parsed_json"] else None
+        meta_json, parsed_json = r.pop("meta_json"), r.pop("parsed_json")   # kept decoded only
+        r["meta"] = decode(meta_json) if meta_json else {}
+        r["value"] = decode(parsed_json) if parsed_json else None
     return out
 
 
