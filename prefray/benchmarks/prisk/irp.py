@@ -23,8 +23,9 @@ Run: prefray launch -m benchmark=prisk_irp condition=all model=local judge=local
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefray.benchmarks.prisk.benchmark import PriskBenchmark
@@ -35,7 +36,6 @@ from prefray.benchmarks.prisk.judge_check import IRP_JUDGE_CHECK
 from prefray.benchmarks.prisk.metrics import (
     cluster_key,
     cluster_of,
-    expected_units,
     judge_scores,
     judges_of,
     metric,
@@ -112,11 +112,15 @@ def _accuracy(recs: list[dict[str, Any]], read: dict[int, tuple[bool, bool]], su
             metric(f"IRP_unparsed{suffix}", unparsed, owed - len(unparsed))]
 
 
-def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
+def accuracy_metrics(recs: list[dict[str, Any]], model: str, condition: str,
+                     reader: Callable[[str, tuple[str, ...], str], tuple[bool, bool]] = read_answer
+                     ) -> list[dict[str, Any]]:
+    """IRP_accuracy and IRP_unparsed of one cell, overall and per source; `reader`: `read_answer`,
+    or the same function remembering what it read."""
     mine = [r for r in recs if r["model"] == model and r["condition"] == condition
             and r["stage"] in ("generate", "reflect") and r["meta"].get("kind") == "benchmark"]
     # each answer is read once, for the cell and for its source's row
-    read = {id(r): read_answer(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) for r in mine
+    read = {id(r): reader(r["text"], tuple(r["meta"]["choices"]), r["meta"]["gold"]) for r in mine
             if r["stage"] == "generate" and r["status"] == "ok"}
     out = _accuracy(mine, read) if mine else []
     for source in sorted({r["meta"]["source"] for r in mine}):
@@ -132,11 +136,6 @@ def answer_cluster(rec: dict[str, Any]) -> str:
     return cluster_of(rec)
 
 
-def _owed_judgements(recs: list[dict[str, Any]], model: str, condition: str, keep) -> int:
-    """Judgements a cell owes: one per answer; a base answer (no persona) owes one per persona."""
-    return expected_units(recs, model, condition, keep) * _judgements_per_answer(recs, model, condition)
-
-
 def _judgements_per_answer(recs: list[dict[str, Any]], model: str, condition: str) -> int:
     """1, or under base (an answer without persona) the number of personas each answer is judged for."""
     base = any(r["stage"] == "generate" and r["model"] == model and r["condition"] == condition
@@ -148,13 +147,19 @@ def _judgements_per_answer(recs: list[dict[str, Any]], model: str, condition: st
     return max(1, len(personas))
 
 
+def _owed_answers(cell: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The metas of the answers a cell's records owe (as `expected_units` counts them)."""
+    return [r["meta"] for r in cell if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok")]
+
+
 def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:
     out = []
+    cell = [r for r in recs if r["model"] == model and r["condition"] == condition]
+    owed_answers, per_answer = _owed_answers(cell), _judgements_per_answer(recs, model, condition)
     # an empty answer is not judged (a judgement stored by an earlier version is not read either)
-    empty = {(r["instance_id"], r["sample"]) for r in _empty_answers(recs, model, condition)}
-    for judge in judges_of(recs, model, condition, "irp_judge"):
-        judged = [r for r in recs if r["stage"] == "irp_judge" and r["judge"] == judge
-                  and r["model"] == model and r["condition"] == condition and r["status"] == "ok"
+    empty = {(r["instance_id"], r["sample"]) for r in _empty_answers(cell, model, condition)}
+    for judge in judges_of(cell, model, condition, "irp_judge"):
+        judged = [r for r in cell if r["stage"] == "irp_judge" and r["judge"] == judge and r["status"] == "ok"
                   and (r["meta"].get("answer_instance", r["instance_id"]), r["sample"]) not in empty]
         groups: list[tuple[str, Any]] = [("IRP_score", lambda m: True)]
         for field in ("kind", "source", "domain"):
@@ -163,12 +168,12 @@ def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> lis
                                lambda m, f=field, v=value: m.get(f) == v))
         for name, keep in groups:
             part = [r for r in judged if keep(r["meta"])]
-            owed = _owed_judgements(recs, model, condition, keep)
+            owed = per_answer * sum(1 for meta in owed_answers if keep(meta))
             values = judge_scores(r["value"]["score"] for r in part)
             out.append({"model": model, "condition": condition, "judge": judge,
                         **metric(name, values, max(0, owed - len(values)), [answer_cluster(r) for r in part])})
         out.append({"model": model, "condition": condition, "judge": judge,
-                    **empty_answers(recs, model, condition)})
+                    **_empty_answers_row(len(empty), per_answer, len(owed_answers))})
     return out
 
 
@@ -177,14 +182,12 @@ def _empty_answers(recs: list[dict[str, Any]], model: str, condition: str) -> li
             and r["status"] == "ok" and is_empty(r["text"])]
 
 
-def empty_answers(recs: list[dict[str, Any]], model: str, condition: str) -> dict[str, Any]:
+def _empty_answers_row(empty: int, per_answer: int, owed_answers: int) -> dict[str, Any]:
     """`IRP_empty_answers`: judgements IRP_score owes but does not ask because the answer has no
     text (a base answer counts once per persona it is judged for); they are among IRP_score's
     `excluded`. n = the judgements owed."""
-    empty = _empty_answers(recs, model, condition)
-    per_answer = _judgements_per_answer(recs, model, condition)
-    return {"metric": "IRP_empty_answers", "value": float(len(empty) * per_answer),
-            "n": _owed_judgements(recs, model, condition, lambda m: True), "excluded": 0}
+    return {"metric": "IRP_empty_answers", "value": float(empty * per_answer), "n": owed_answers * per_answer,
+            "excluded": 0}
 
 
 class Irp(PriskBenchmark):
@@ -208,11 +211,17 @@ class Irp(PriskBenchmark):
         # each verdict needs only its own answer: judging starts as answers arrive
         return [Stage("irp_judge", judge_units, role="judge", parse=parse_score, inputs=("generate",), per_unit=True)]
 
+    def across_models(self, recs: list[dict[str, Any]]) -> Any:
+        """The answer reader every model's cells share: an answer text met again, in any model's
+        cell, is read once (`read_answer` is a pure function of the text, choices and gold)."""
+        return functools.cache(read_answer)
+
     def values(self, recs: list[dict[str, Any]], settings: PriskSettings,
                shared: Any = None) -> list[dict[str, Any]]:
         out = []
+        reader = shared or read_answer
         for model, condition in model_conditions(recs):
-            out += accuracy_metrics(recs, model, condition) + score_metrics(recs, model, condition)
+            out += accuracy_metrics(recs, model, condition, reader) + score_metrics(recs, model, condition)
         return out + irp_factorial(recs)
 
 

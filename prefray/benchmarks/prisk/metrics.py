@@ -8,6 +8,7 @@ Formulas (paper: "Evaluating the Hidden Costs of Personalization in Large Langua
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -23,13 +24,22 @@ from prefray.sdk.failures import class_counts
 SUBJECT_STAGES = ("reflect", "generate")
 
 
+# the stored rows' call accounting, which no PRISK metric reads: left out of the records
+UNREAD_COLUMNS = ("request_hash", "provider", "model_id", "input_tokens", "output_tokens", "cost_usd", "cached",
+                  "cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
+
+
 def records(rows: pa.Table) -> list[dict[str, Any]]:
-    """Stored rows as dicts with `meta` and `value` (parsed answer) decoded."""
-    out = []
-    for r in rows.to_pylist():
-        meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
-        value = json.loads(r["parsed_json"]) if r["parsed_json"] else None
-        out.append({**r, "meta": meta, "value": value})
+    """Stored rows as dicts (without their UNREAD_COLUMNS) with `meta_json` and `parsed_json` decoded
+    as `meta` and `value` (the parsed answer). Each distinct JSON text is decoded once (a run repeats
+    a few thousand metas and answers over its rows), so records with the same text share its `meta`
+    or `value`: records are read, never changed."""
+    decode = functools.cache(json.loads)
+    out = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names]).to_pylist()
+    for r in out:
+        meta_json, parsed_json = r.pop("meta_json"), r.pop("parsed_json")   # kept decoded only
+        r["meta"] = decode(meta_json) if meta_json else {}
+        r["value"] = decode(parsed_json) if parsed_json else None
     return out
 
 
@@ -108,7 +118,7 @@ class Split:
                    tuple(cfg.get("contains_any") or ()))
 
 
-def fisher_split(incidences: list[tuple[bool, bool]]) -> tuple[float, float, list[list[int]]] | None:
+def fisher_split(incidences: Iterable[tuple[bool, bool]]) -> tuple[float, float, list[list[int]]] | None:
     """(odds ratio, two-sided p, table) over (in_group, excluded) incidences; None if a group is empty.
 
     table = [[excluded in group, included in group], [excluded outside, included outside]].
@@ -161,10 +171,11 @@ def route_metrics(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def condition_of(r: dict[str, Any]) -> str:
         return r["stage"].split("@", 1)[1] if "@" in r["stage"] else r["condition"]
 
-    routed = [r for r in recs if r["stage"].split("@", 1)[0] == "route"]
-    keys = sorted({(r["model"], condition_of(r), r["judge"]) for r in routed})
-    for model, condition, judge in keys:
-        rows = [r for r in routed if (r["model"], condition_of(r), r["judge"]) == (model, condition, judge)]
+    cells: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        if r["stage"].split("@", 1)[0] == "route":
+            cells.setdefault((r["model"], condition_of(r), r["judge"]), []).append(r)
+    for (model, condition, judge), rows in sorted(cells.items()):
         values = [float(r["value"]["retrieve"]) for r in rows if r["status"] == "ok"]
         out.append({"model": model, "condition": condition, "judge": judge,
                     **metric("ROUTE_retrieve_rate", values, len(rows) - len(values))})

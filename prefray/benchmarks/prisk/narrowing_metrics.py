@@ -19,6 +19,7 @@ are percentages (Table 2 reports "All metrics ... as percentages"); RelCR is a r
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,35 +164,47 @@ def _universe_rows(model: str, pool: Pool, merges: dict) -> list[dict[str, Any]]
 def condition_rows(model: str, condition: str, rows: list[dict], base: list[dict], merges: dict,
                    useful: dict, splits: list[Split]) -> list[dict[str, Any]]:
     head = {"model": model, "condition": condition, "judge": ""}
+    universes = {item: sets.universe(m) for item, m in merges.items() if m is not None}
     scored = [r for r in rows if r["C"] is not None]
-    cr = [100.0 * sets.coverage_ratio(r["C"], sets.universe(merges[r["item"]])) for r in scored]
+    cr = [100.0 * sets.coverage_ratio(r["C"], universes[r["item"]]) for r in scored]
     out = [{**head, **metric("NAR_CR", cr, len(rows) - len(scored),
                              [cluster_key(r["persona"], r["item"]) for r in scored])}]
     out.append({**head, **_relcr(scored, base)})
-    uir, uir_units, incidences, missing = [], [], [], 0
+    uir, uir_units, missing = [], [], 0
+    incidences: Counter[tuple[tuple[str, str], bool]] = Counter()  # ((persona, item), excluded) → useful items
     personas_of: dict[str, list[str]] = {}
     for persona, item in sorted(useful):
         personas_of.setdefault(item, []).append(persona)
     for r in scored:
         personas = [r["persona"]] if r["persona"] else personas_of.get(r["item"], [])
         for persona in personas:
-            a, attributes = useful.get((persona, r["item"]), (None, {}))
+            a, _ = useful.get((persona, r["item"]), (None, {}))
             if a is None:
                 missing += 1
             elif a:
                 uir.append(100.0 * sets.useful_recall(r["C"], a))
                 uir_units.append(cluster_key(r["persona"], r["item"]))  # a base answer: its query, whatever the persona
                 if r["persona"]:
-                    incidences += [(attributes, item not in r["C"]) for item in sorted(a)]
+                    incidences[((persona, r["item"]), True)] += len(a - r["C"])
+                    incidences[((persona, r["item"]), False)] += len(a & r["C"])
     out.append({**head, **metric("NAR_UIR", uir, len(rows) - len(scored) + missing, uir_units)})
-    out += _union_rows(head, rows, base, merges, useful, personas_of)
+    out += _union_rows(head, rows, base, universes, useful, personas_of)
     for split in splits:
-        result = fisher_split([(split.member(attrs), excluded) for attrs, excluded in incidences])
+        result = fisher_split(_split_incidences(split, incidences, useful).elements())
         if result is not None:
             odds, p, table = result
             n = sum(map(sum, table))
             out.append({**head, "metric": f"NAR_fisher_p[{split.name}]", "value": p, "n": n, "excluded": 0})
             out.append({**head, "metric": f"NAR_fisher_or[{split.name}]", "value": odds, "n": n, "excluded": 0})
+    return out
+
+
+def _split_incidences(split: Split, incidences: Counter[tuple[tuple[str, str], bool]],
+                      useful: dict) -> Counter[tuple[bool, bool]]:
+    """(in the split's group, excluded) → useful items; each (persona, query)'s attributes read once."""
+    out: Counter[tuple[bool, bool]] = Counter()
+    for (pair, excluded), count in incidences.items():
+        out[(split.member(useful[pair][1]), excluded)] += count
     return out
 
 
@@ -205,7 +218,7 @@ def unions(rows: list[dict]) -> dict[tuple[str, str], set[str] | None]:
     return {key: set().union(*cs) if cs else None for key, cs in sorted(groups.items())}
 
 
-def _union_rows(head: dict[str, Any], rows: list[dict], base: list[dict], merges: dict, useful: dict,
+def _union_rows(head: dict[str, Any], rows: list[dict], base: list[dict], universes: dict[str, set[str]], useful: dict,
                 personas_of: dict[str, list[str]]) -> list[dict[str, Any]]:
     """CR, UIR and RelCR with C = the union over a pair's samples: one value per (persona, query); a
     pair with no scored sample is excluded (counted). Under base, one union per query, scored for
@@ -218,7 +231,7 @@ def _union_rows(head: dict[str, Any], rows: list[dict], base: list[dict], merges
         if c is None:
             cr_missing, uir_missing, rel_missing = cr_missing + 1, uir_missing + 1, rel_missing + 1
             continue
-        cr.append((unit, 100.0 * sets.coverage_ratio(c, sets.universe(merges[item]))))
+        cr.append((unit, 100.0 * sets.coverage_ratio(c, universes[item])))
         for p in [persona] if persona else personas_of.get(item, []):
             a, _ = useful.get((p, item), (None, {}))
             if a is None:

@@ -3,6 +3,7 @@ exact-match IRP items, and the canonical form of narrowing options."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -121,6 +122,7 @@ def normalise_score(score: int) -> float:
 _STOPWORDS = frozenset("a an the your you my to of for and or with on in at some".split())
 
 
+@functools.lru_cache(maxsize=1 << 16)   # the same option recurs across samples, models and conditions
 def canonical_option(option: str) -> str:
     """Deterministic key that merges equivalent option strings across answers.
 

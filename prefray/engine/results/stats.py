@@ -365,8 +365,10 @@ def benchmark_scores(scores: pa.Table, name: str) -> pa.Table:
 
 
 def regrouped(scores: pa.Table, pair_on: Callable[[str], str]) -> pa.Table:
-    """`scores` with every cluster replaced by `pair_on(cluster)`."""
-    clusters = pa.array([pair_on(c) for c in scores["cluster"].to_pylist()], pa.string())
+    """`scores` with every cluster replaced by `pair_on(cluster)` (called once per distinct cluster)."""
+    encoded = scores["cluster"].combine_chunks().dictionary_encode()
+    paired = pa.array([pair_on(c) for c in encoded.dictionary.to_pylist()], pa.string())
+    clusters = paired.take(encoded.indices)
     return scores.set_column(scores.schema.get_field_index("cluster"), "cluster", clusters)
 
 
