@@ -574,13 +574,3 @@ def read_answer(text: str, choices: tuple[str, ...], gold: str) -> tuple[bool, b
         return letter == gold.strip().upper(), letter is None
     value, target = extract_number(text), to_decimal(gold)
     return value is not None and target is not None and value == target, value is None
-
-
-def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
-    """Exact match; an unparsed answer is not correct (and is counted by `IRP_unparsed`)."""
-    return read_answer(text, choices, gold)[0]
-
-
-def is_unparsed(text: str, choices: tuple[str, ...]) -> bool:
-    """The extractor reads no answer (none, a range, two candidates, only rejections)."""
-    return (extract_choice(text, choices) if choices else extract_number(text)) is None

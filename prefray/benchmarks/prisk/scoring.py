@@ -9,7 +9,7 @@ import re
 import unicodedata
 from typing import Any
 
-from prefray.benchmarks.prisk.extraction import extract_choice, extract_number, is_correct  # noqa: F401
+from prefray.benchmarks.prisk.extraction import extract_choice, extract_number, read_answer  # noqa: F401
 from prefray.sdk import ParseError
 
 ROUTE_SCHEMA = {"type": "object", "properties": {"retrieve": {"type": "boolean"}},

@@ -37,9 +37,9 @@ from prefray.benchmarks.prisk.scoring import (
     canonical_option,
     extract_choice,
     extract_number,
-    is_correct,
     merge_schema,
     parse_score,
+    read_answer,
 )
 from prefray.benchmarks.prisk.sycophancy import REFERENCE_SEED, attribution_prompt, syc_prompt
 from prefray.engine.benchmark import DataError, Job, ParseError
@@ -47,6 +47,10 @@ from prefray.engine.types import ModelSpec
 from prefray.fakellm.answers import answer_json, answer_key, answer_text, boolean_at
 
 CONDITIONS = ("base", "profile", "retrieval", "profile_retrieval", "reflection")
+
+
+def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
+    return read_answer(text, choices, gold)[0]
 
 
 # ---------------------------------------------------------------- Fisher's exact test

@@ -8,8 +8,16 @@ from decimal import Decimal
 import pytest
 
 from prefray.benchmarks.prisk.data import SAMPLE_DIR, load_instances
-from prefray.benchmarks.prisk.extraction import extract_choice, extract_number, is_correct, is_unparsed
+from prefray.benchmarks.prisk.extraction import extract_choice, extract_number, read_answer
 from prefray.benchmarks.prisk.extraction_labels import load_labels, score_labels
+
+
+def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
+    return read_answer(text, choices, gold)[0]
+
+
+def is_unparsed(text: str, choices: tuple[str, ...]) -> bool:
+    return read_answer(text, choices, "")[1]
 
 CUPCAKES = ("**Step 1:** 23 kids + 1 teacher = 24 people.\n**Step 2:** 24 × 2 = 48 cupcakes.\n"
             "**Step 3:** 48 ÷ 12 = 4 pans.\n\nYou need 4 full pans.")
@@ -350,11 +358,13 @@ def test_a_sentence_span_is_what_the_text_up_to_the_mention_and_after_it_say():
 
 
 def test_an_answer_is_read_once_for_correct_and_unparsed():
-    from prefray.benchmarks.prisk.extraction import read_answer
-
+    """read_answer's (correct, unparsed) from one extraction: correct is the extracted letter or number
+    equal to the gold, unparsed is no extraction (so never correct)."""
     for text, choices, gold in [("The answer is B.", ORGANELLES, "B"), ("Not B. It's C.", ORGANELLES, "B"),
                                 ("A or B, hard to say", ORGANELLES, "A"), ("So 35 cookies.", (), "35"),
                                 ("between 3 and 5", (), "4")]:
-        assert read_answer(text, choices, gold) == (is_correct(text, choices, gold), is_unparsed(text, choices))
+        read = extract_choice(text, choices) if choices else extract_number(text)
+        wanted = gold.upper() if choices else Decimal(gold)
+        assert read_answer(text, choices, gold) == (read is not None and read == wanted, read is None), text
     assert read_answer("The answer is B.", ORGANELLES, "b") == (True, False)
     assert read_answer("between 3 and 5", (), "4") == (False, True)
