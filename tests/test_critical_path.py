@@ -132,13 +132,10 @@ def test_the_gateways_of_a_lane_with_time_to_spare_run_niced(ray_address, make_f
     assert found == {"bound-model#0": [0], "slack-model#0": [5]}
 
 
-def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_the_whole_data(tmp_path):
-    """With at most SAMPLE_INSTANCES instances the sample is all of them: the estimate of each lane's
-    minutes is then the counting plan's calls of that lane ÷ its rpm (computed here from the plan)."""
+def rate_limited_sweep(tmp_path):
+    """BenchPreS on the fake, 4 instances, the model at 60 rpm and the judge at 30, checked."""
     from prefray.app.compose import compose_sweep, run_dir_of, sweep_of
     from prefray.app.preflight import preflight
-    from prefray.engine.flow.counting import count
-    from prefray.engine.flow.critical import estimated_minutes
     from prefray.engine.rundir.layout import RunDir
 
     configs, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default",
@@ -146,7 +143,17 @@ def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_th
                                               False)
     instances, errors = preflight(jobs, benchmarks)
     assert not errors
-    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir_of(configs)))
+    return sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir_of(configs)))
+
+
+def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_the_whole_data(tmp_path):
+    """With at most SAMPLE_INSTANCES instances the sample is all of them: the estimate of each lane's
+    minutes is then the counting plan's calls of that lane ÷ its rpm (computed here from the plan)."""
+    from prefray.engine.flow.counting import count
+    from prefray.engine.flow.critical import estimated_minutes
+
+    sweep = rate_limited_sweep(tmp_path)
+    jobs = sweep.job_list
     plan = count(sweep).to_pylist()
     calls = {role: sum(r["calls"] for r in plan if (r["role"] == "subject") == (role == "subject"))
              for role in ("subject", "judge")}
@@ -159,19 +166,11 @@ def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_th
 def test_the_lane_estimate_reads_the_limit_checks_sampled_counts(tmp_path):
     """The limit check samples each cell's plan once; the run's lane estimate reads those counts (a
     count doubled in between doubles the estimate) and a sweep under another send policy starts empty."""
-    from prefray.app.compose import compose_sweep, run_dir_of, sweep_of
-    from prefray.app.preflight import preflight
     from prefray.engine.flow.critical import estimated_minutes
     from prefray.engine.flow.horizon import limit_problems
-    from prefray.engine.rundir.layout import RunDir
     from prefray.engine.sweep import SendPolicy
 
-    configs, jobs, benchmarks = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default",
-                                               "limit=4", "model.rpm=60", "judge.rpm=30", f"run.dir={tmp_path}/r"],
-                                              False)
-    instances, errors = preflight(jobs, benchmarks)
-    assert not errors
-    sweep = sweep_of(configs, jobs, benchmarks, instances, RunDir(run_dir_of(configs)))
+    sweep = rate_limited_sweep(tmp_path)
     assert sweep.sampled_rates == {} and limit_problems(sweep) == []
     assert len(sweep.sampled_rates) == 1
     checked = estimated_minutes(sweep)
