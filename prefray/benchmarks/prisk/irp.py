@@ -40,6 +40,7 @@ from prefray.benchmarks.prisk.metrics import (
     judges_of,
     metric,
     model_conditions,
+    owes_answer,
 )
 from prefray.benchmarks.prisk.pipeline import (
     Condition,
@@ -106,7 +107,7 @@ def _accuracy(recs: list[dict[str, Any]], read: dict[int, tuple[bool, bool]], su
     values = [100.0 * read[id(r)][0] if r["status"] == "ok" else 0.0 for r in rows]
     answered = [r for r in rows if r["status"] == "ok"]
     unparsed = [100.0 * read[id(r)][1] for r in answered]
-    owed = sum(1 for r in recs if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok"))
+    owed = sum(1 for r in recs if owes_answer(r))
     # clusters: `persona|item`, a base answer `|item`, so its paired differences pair on the query
     return [metric(f"IRP_accuracy{suffix}", values, owed - len(values), [cluster_of(r) for r in rows]),
             metric(f"IRP_unparsed{suffix}", unparsed, owed - len(unparsed))]
@@ -148,8 +149,8 @@ def _judgements_per_answer(recs: list[dict[str, Any]], model: str, condition: st
 
 
 def _owed_answers(cell: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The metas of the answers a cell's records owe (as `expected_units` counts them)."""
-    return [r["meta"] for r in cell if r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok")]
+    """The metas of the answers a cell's records owe (`owes_answer`)."""
+    return [r["meta"] for r in cell if owes_answer(r)]
 
 
 def score_metrics(recs: list[dict[str, Any]], model: str, condition: str) -> list[dict[str, Any]]:

@@ -134,11 +134,17 @@ def fisher_split(incidences: Iterable[tuple[bool, bool]]) -> tuple[float, float,
 
 # ---------------------------------------------------------------- bookkeeping
 
+def owes_answer(rec: dict[str, Any]) -> bool:
+    """A record that stands for an answer owed: a generate row (ok or failed) or a failed reflection
+    (no generate row follows it)."""
+    return rec["stage"] == "generate" or (rec["stage"] == "reflect" and rec["status"] != "ok")
+
+
 def expected_units(recs: list[dict[str, Any]], model: str, condition: str,
                    keep: Callable[[dict[str, Any]], bool]) -> int:
-    """Answers the job owes: generate rows (ok or failed) plus failed reflections (no generate row)."""
+    """Answers the job owes (`owes_answer`)."""
     return sum(1 for r in recs if r["model"] == model and r["condition"] == condition and keep(r["meta"])
-               and (r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok")))
+               and owes_answer(r))
 
 
 def model_conditions(recs: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -50,6 +50,7 @@ from prefray.benchmarks.prisk.metrics import (
     judges_of,
     metric,
     model_conditions,
+    owes_answer,
 )
 from prefray.benchmarks.prisk.pipeline import (
     Condition,
@@ -168,8 +169,7 @@ def _owed(recs: list[dict[str, Any]], model: str, condition: str, kind: str | No
         if r["model"] == model and r["stage"] in ("generate", "syc_judge") and r["meta"].get("profile_id"):
             paired.setdefault(r["item"], set()).add(r["meta"]["profile_id"])
     return sum(max(1, len(paired.get(r["item"], ()))) for r in recs
-               if r["model"] == model and r["condition"] == condition and keep(r["meta"])
-               and (r["stage"] == "generate" or (r["stage"] == "reflect" and r["status"] != "ok")))
+               if r["model"] == model and r["condition"] == condition and keep(r["meta"]) and owes_answer(r))
 
 
 def condition_is_base(recs: list[dict[str, Any]], model: str, condition: str) -> bool:

@@ -19,6 +19,7 @@ def is_correct(text: str, choices: tuple[str, ...], gold: str) -> bool:
 def is_unparsed(text: str, choices: tuple[str, ...]) -> bool:
     return read_answer(text, choices, "")[1]
 
+
 CUPCAKES = ("**Step 1:** 23 kids + 1 teacher = 24 people.\n**Step 2:** 24 × 2 = 48 cupcakes.\n"
             "**Step 3:** 48 ÷ 12 = 4 pans.\n\nYou need 4 full pans.")
 
