@@ -12,7 +12,7 @@ import pytest
 
 from prefray.engine.benchmark import Stage
 from prefray.engine.calls.limits import ModelLimits
-from prefray.engine.flow.critical import SLACK_NICENESS, gateway_niceness, stage_ranks
+from prefray.engine.flow.critical import SLACK_NICENESS, TIER_STRIDE, LaneEstimate, stage_ranks
 
 
 def _stage(name: str, inputs: tuple[str, ...] | None = None) -> Stage:
@@ -24,6 +24,32 @@ def test_a_stage_ranks_by_the_longest_chain_that_reads_it():
     stages = [_stage("a"), _stage("b"), _stage("c", ("a",)), _stage("d"), _stage("e", ())]
     # longest chains after each: a → b → d (2), b → d (1), c → d (1), d (0), e (0)
     assert stage_ranks(stages) == {"a": 2, "b": 1, "c": 1, "d": 0, "e": 0}
+
+
+def test_a_stage_ranks_first_by_the_slowest_lane_its_rows_lead_to():
+    # a → b → c → d (a long chain on lanes with time to spare: tier 1), e → f (f on the slowest lane:
+    # tier 3), g on a middle lane (tier 2) reading nothing; h reads e and runs on tier 1
+    tier = {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 3, "g": 2, "h": 1}
+    stages = [_stage("a", ()), _stage("b", ("a",)), _stage("c", ("b",)), _stage("d", ("c",)),
+              _stage("e", ()), _stage("f", ("e",)), _stage("g", ()), _stage("h", ("e",))]
+    ranks = stage_ranks(stages, lambda stage: tier[stage.name])
+    # e's rows lead to f's slowest lane: e outranks a, whose chain is longer but stays on tier 1
+    assert ranks == {"a": TIER_STRIDE + 3, "b": TIER_STRIDE + 2, "c": TIER_STRIDE + 1, "d": TIER_STRIDE,
+                     "e": 3 * TIER_STRIDE + 1, "f": 3 * TIER_STRIDE, "g": 2 * TIER_STRIDE, "h": TIER_STRIDE}
+    assert sorted(ranks, key=ranks.get, reverse=True)[:3] == ["e", "f", "g"]
+
+
+def test_lanes_are_tiered_by_their_estimated_minutes():
+    from prefray.app.compose import compose_sweep
+
+    _, jobs, _ = compose_sweep(["model=fake", "judge=fake", "benchmark=benchpres", "condition=default"], False)
+    spec = jobs[0].model
+    lane = (spec.endpoint_key, spec.model_id, spec.rpm, spec.tpm)
+    other = ("elsewhere", "other-model", 60, None)
+    assert LaneEstimate({lane: 30.0, other: 10.0}).tier(spec) == 2
+    assert LaneEstimate({lane: 10.0, other: 30.0}).tier(spec) == 1
+    assert LaneEstimate({lane: 0.0, other: 30.0}).tier(spec) == 0   # nothing to send: no tier
+    assert LaneEstimate({other: 30.0}).tier(spec) == 0 and LaneEstimate().tier(spec) == 0
 
 
 def test_the_built_in_benchmarks_rank_their_stages():
@@ -67,8 +93,8 @@ def test_lanes_well_below_the_slowest_one_are_niced():
     minutes = {("e", "slowest", 1, None): 100.0, ("e", "close", 1, None): 60.0,
                ("e", "half", 1, None): 50.0, ("f", "idle", 1, None): 49.9}
     # below half of the slowest lane's minutes: time to spare
-    assert gateway_niceness(minutes) == {("f", "idle"): SLACK_NICENESS}
-    assert gateway_niceness({}) == {} and gateway_niceness({("e", "m", None, None): 0.0}) == {}
+    assert LaneEstimate(minutes).niceness() == {("f", "idle"): SLACK_NICENESS}
+    assert LaneEstimate({}).niceness() == {} and LaneEstimate({("e", "m", None, None): 0.0}).niceness() == {}
 
 
 NICE_SCRIPT = """
@@ -158,7 +184,7 @@ def test_a_lanes_estimate_is_its_counted_calls_at_its_rate_when_the_sample_is_th
     calls = {role: sum(r["calls"] for r in plan if (r["role"] == "subject") == (role == "subject"))
              for role in ("subject", "judge")}
     assert calls["subject"] > 0 and calls["judge"] > calls["subject"]
-    minutes = {lane[1]: value for lane, value in estimated_minutes(sweep).items()}
+    minutes = {lane[1]: value for lane, value in estimated_minutes(sweep).minutes.items()}
     assert minutes == pytest.approx({jobs[0].model.model_id: calls["subject"] / 60,
                                      jobs[0].roles["judge"].model_id: calls["judge"] / 30})
 
@@ -173,9 +199,32 @@ def test_the_lane_estimate_reads_the_limit_checks_sampled_counts(tmp_path):
     sweep = rate_limited_sweep(tmp_path)
     assert sweep.sampled_rates == {} and limit_problems(sweep) == []
     assert len(sweep.sampled_rates) == 1
-    checked = estimated_minutes(sweep)
+    checked = estimated_minutes(sweep).minutes
     for rates in sweep.sampled_rates.values():
         rates.update({role: (2 * calls, 2 * tokens) for role, (calls, tokens) in rates.items()})
-    assert estimated_minutes(sweep) == pytest.approx({lane: 2 * value for lane, value in checked.items()})
+    assert estimated_minutes(sweep).minutes == pytest.approx({lane: 2 * value for lane, value in checked.items()})
     other = sweep.with_policy(SendPolicy(resend_causes=frozenset({"timeout"})))
-    assert other.sampled_rates == {} and estimated_minutes(other) == pytest.approx(checked)
+    assert other.sampled_rates == {} and estimated_minutes(other).minutes == pytest.approx(checked)
+
+
+def test_a_job_ranks_the_stages_that_feed_the_slowest_lane_first(tmp_path):
+    """The sweep's lane estimate reaches a job's stage ranks: with the judge's lane estimated slowest,
+    BenchPreS generation (which the judge reads) ranks on the judge's tier; with the model's lane
+    slowest, the judge's verdicts (read by nothing on a slower lane) rank below generation's tier."""
+    from prefray.engine.flow.critical import estimated_minutes
+    from prefray.engine.flow.runner import JobRunner, Outlets
+
+    sweep = rate_limited_sweep(tmp_path)
+    prepared = sweep.jobs[0]
+    stages = prepared.benchmark.stages(prepared.job)
+    judge_slowest = estimated_minutes(sweep)   # the judge at 30 rpm judges every answer: the slower lane
+    model, judge = prepared.job.model, prepared.job.roles["judge"]
+    assert judge_slowest.tier(judge) == 2 and judge_slowest.tier(model) == 1
+    ranks = JobRunner(prepared, sweep, Outlets.of(sweep.run_dir), None, judge_slowest).stage_ranks(stages)
+    assert ranks["generate"] == 2 * TIER_STRIDE + 1 and ranks["judge"] == 2 * TIER_STRIDE
+    swapped = LaneEstimate({lane: 1000.0 if lane[1] == model.model_id else value
+                            for lane, value in judge_slowest.minutes.items()})
+    ranks = JobRunner(prepared, sweep, Outlets.of(sweep.run_dir), None, swapped).stage_ranks(stages)
+    assert ranks["generate"] == 2 * TIER_STRIDE + 1 and ranks["judge"] == TIER_STRIDE
+    unranked = JobRunner(prepared, sweep, Outlets.of(sweep.run_dir), None).stage_ranks(stages)
+    assert unranked["generate"] == 1 and unranked["judge"] == 0

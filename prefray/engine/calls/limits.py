@@ -374,8 +374,9 @@ class FairTurns:
     """Admits one caller at a time: the waiting callers of the highest rank first, and among those
     turns across tags, round-robin.
 
-    A rank is how many stages of the caller's job wait on its stage's rows (flow/critical.py): a
-    lane serves the calls with the most work behind them first. `ranks` holds, per rank with
+    A rank is the caller's stage's place on the sweep's critical path (flow/critical.py: the slowest
+    lane its rows lead to, then how many stages of its job wait on them): a lane serves first the
+    calls that the slowest lanes, and the longest chains, wait for. `ranks` holds, per rank with
     callers waiting, per tag their futures in arrival order; the tag served last moves to the back
     of its rank, so with k tags of the top rank waiting each gets every k-th turn.
     """

@@ -26,7 +26,7 @@ import pyarrow.dataset as ds
 from prefray.engine.benchmark import Job, ParseError, Stage, StageContext
 from prefray.engine.calls.dispatch import CALL_RANK, CALL_TAG, Dispatcher
 from prefray.engine.calls.output_budget import final_request
-from prefray.engine.flow.critical import stage_ranks
+from prefray.engine.flow.critical import LaneEstimate, stage_ranks
 from prefray.engine.flow.progress import call_tag
 from prefray.engine.results.request_store import RequestStore
 from prefray.engine.rundir.cache import ResponseCache, cache_key
@@ -115,7 +115,8 @@ class Pending:
 
 
 class JobRunner:
-    def __init__(self, prepared: PreparedJob, sweep: Sweep, outlets: Outlets, dispatcher: Dispatcher):
+    def __init__(self, prepared: PreparedJob, sweep: Sweep, outlets: Outlets, dispatcher: Dispatcher,
+                 lanes: LaneEstimate | None = None):
         job = self.job = prepared.job
         self.benchmark = prepared.benchmark
         self.instances = prepared.instances
@@ -128,7 +129,8 @@ class JobRunner:
         self.asked: dict[tuple[str, str], set[str]] | None = {} if self.folder.is_dir() else None
         self.samples: int | None = job.settings.samples
         self.flow: StageFlow | None = None
-        self.ranks: dict[str, int] = {}   # each stage's place on the job's critical path (flow/critical.py)
+        self.lanes = lanes or LaneEstimate()   # the lanes' estimate the stages are ranked by
+        self.ranks: dict[str, int] = {}   # each stage's place on the sweep's critical path (flow/critical.py)
         self._shards_since_roll = 0
         self._rolling = False
 
@@ -139,7 +141,7 @@ class JobRunner:
         goes out when its answer is stored); any other stage waits until all its inputs are done.
         """
         stages = self.benchmark.stages(self.job)
-        self.ranks = stage_ranks(stages)
+        self.ranks = self.stage_ranks(stages)
         flow = self.flow = StageFlow({s.name: self._stage_model(s)[1] for s in stages})
         tasks = [asyncio.ensure_future(self._run_stage_when_ready(stage, stages[:i], flow))
                  for i, stage in enumerate(stages)]
@@ -201,6 +203,10 @@ class JobRunner:
                 yield Pending(uid, unit, state[2] + 1)
             else:
                 yield None
+
+    def stage_ranks(self, stages: list[Stage]) -> dict[str, int]:
+        """Each stage's rank on its lane: the slowest lane its rows lead to, then its chain."""
+        return stage_ranks(stages, lambda stage: self.lanes.tier(self._stage_model(stage)[0]))
 
     def _stage_model(self, stage: Stage) -> tuple[ModelSpec, str]:
         spec = self.job.role_model(stage.role)

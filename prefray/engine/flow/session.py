@@ -14,6 +14,7 @@ from prefray.engine.benchmark import Job
 from prefray.engine.calls.batch import with_batch_tier
 from prefray.engine.calls.dispatch import Dispatcher, Gateways
 from prefray.engine.calls.gateway import NAMESPACE
+from prefray.engine.flow.critical import LaneEstimate, estimated_minutes
 from prefray.engine.flow.exits import (
     EXIT_CONFIG,
     EXIT_ERROR,
@@ -88,25 +89,24 @@ def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
     return stopping
 
 
-def lanes_niceness_meanwhile(sweep: Sweep) -> Callable[[], dict[tuple[str, str], int]]:
-    """Start estimating, on a thread, which lanes have time to spare (flow/critical.py); return what
-    waits for the answer (an estimate that fails leaves every gateway at niceness 0)."""
-    from prefray.engine.flow.critical import estimated_minutes, gateway_niceness
-
-    found: dict[tuple[str, str], int] = {}
+def lanes_estimated_meanwhile(sweep: Sweep) -> Callable[[], LaneEstimate]:
+    """Start estimating each rate-limited lane's minutes on a thread (flow/critical.py: which lanes have
+    time to spare, which stages lead to the slowest ones); return what waits for the answer (an
+    estimate that fails leaves every gateway at niceness 0 and ranks stages by their chains alone)."""
+    found: list[LaneEstimate] = []
 
     def estimate() -> None:
         try:
-            found.update(gateway_niceness(estimated_minutes(sweep)))
+            found.append(estimated_minutes(sweep))
         except Exception as exc:  # noqa: BLE001 - a scheduling hint: the run goes on without it
             log.debug(f"prefray: no lane estimate ({type(exc).__name__}: {exc})")
 
     thread = threading.Thread(target=estimate, name="prefray-lane-estimate", daemon=True)
     thread.start()
 
-    def answer() -> dict[tuple[str, str], int]:
+    def answer() -> LaneEstimate:
         thread.join()
-        return found
+        return found[0] if found else LaneEstimate()
     return answer
 
 
@@ -121,12 +121,12 @@ def manifest_entries(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def drive(sweep: Sweep, outlets: Outlets, dispatcher: Dispatcher,
                 feed: Callable[[str, int, int, int, float], None] | None = None,
-                asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None
-                ) -> list[tuple[Job, BaseException]]:
+                asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] | None = None,
+                lanes: LaneEstimate | None = None) -> list[tuple[Job, BaseException]]:
     """Run every job; with `feed`, live progress learns of each finished call from the gateways.
     `asked` gets, per resumed job folder (benchmark, model, condition), the units this launch built
-    by stage and judge."""
-    runners = [JobRunner(prepared, sweep, outlets, dispatcher) for prepared in sweep.jobs]
+    by stage and judge. `lanes`: the lanes' estimate the stages are ranked by (flow/critical.py)."""
+    runners = [JobRunner(prepared, sweep, outlets, dispatcher, lanes) for prepared in sweep.jobs]
     watcher = asyncio.ensure_future(watch_gateways(getattr(dispatcher, "inner", dispatcher), feed)) if feed else None
     try:
         return await run_jobs(runners)
@@ -178,7 +178,7 @@ def _run_owned(sweep: Sweep) -> int:
     clean_leftovers(run)
     replay = load_replay(run)
     append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
-    niceness = lanes_niceness_meanwhile(sweep)   # estimated while Ray starts
+    estimate = lanes_estimated_meanwhile(sweep)   # while Ray starts
     started = start_ray()
     if sweep.run.plots and sweep.run.figures != "none":
         from prefray.engine.results.plots import import_pyplot_meanwhile
@@ -190,12 +190,12 @@ def _run_owned(sweep: Sweep) -> int:
         with LiveProgress(enabled=show) as progress:
             outlets = Outlets.of(run, progress=progress.update, cache=cache)
             budget = budget_actor(sweep.run.budget_usd)
-            gateways = Gateways(budget=budget, run_dir=run, replay=replay, niceness=niceness())
+            gateways = Gateways(budget=budget, run_dir=run, replay=replay, niceness=estimate().niceness())
             gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
             gateways = with_batch_tier(gateways, run, sweep.run)  # models in tier batch
             feed = progress.add_calls if show else None
             asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
-            crashed = asyncio.run(drive(sweep, outlets, gateways, feed, asked))
+            crashed = asyncio.run(drive(sweep, outlets, gateways, feed, asked, estimate()))
             for job, _ in crashed:   # a job stopped part way built only some of its units: its metrics take all rows
                 asked.pop((job.benchmark, job.model.name, job.condition), None)
     finally:
