@@ -1,6 +1,7 @@
 """Run `python -m prefray.launch ARGS` in this process with its steps timed; print one line
 `TIMINGS {json}` to stderr when the launch returns: wall-clock marks, seconds per step and this
-process's peak RSS; then the process exits as the launch's own does (exits.end_process).
+process's peak RSS (and with BENCH_MEMORY_EVERY=S, its memory every S seconds); then the process
+exits as the launch's own does (exits.end_process).
 
 Usage: python bench/_timed_launch.py [launch args...]
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import resource
 import sys
 import time
@@ -46,7 +48,35 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # kilobytes on Linux
 
 
+def memory_now() -> dict:
+    """This process's memory now: RSS and its anonymous and shared parts (MB), Python's allocated
+    blocks, the bytes Arrow's pool holds (MB), and the seconds since the start."""
+    found = {line.split(":")[0]: int(line.split()[1]) // 1024 for line in open("/proc/self/status")
+             if line.startswith(("VmRSS", "RssAnon", "RssShmem"))}
+    found["python blocks"] = sys.getallocatedblocks()
+    if "pyarrow" in sys.modules:
+        found["arrow MB"] = sys.modules["pyarrow"].total_allocated_bytes() // (1 << 20)
+    found["t"] = round(time.time() - marks["start"])
+    return found
+
+
+def sample_memory(every: float) -> None:
+    """Append memory_now() to marks["memory"] every `every` seconds, on a daemon thread."""
+    import threading
+
+    samples = marks.setdefault("memory", [])
+
+    def loop() -> None:
+        while True:
+            samples.append(memory_now())
+            time.sleep(every)
+    threading.Thread(target=loop, name="bench-memory", daemon=True).start()
+
+
 def main() -> int:
+    every = float(os.environ.get("BENCH_MEMORY_EVERY", "0"))   # bench/whole_suite.py sets it
+    if every > 0:
+        sample_memory(every)
     import prefray.app.launch as launch
     import prefray.app.preflight as preflight
     import prefray.engine.calls.dispatch as dispatch
@@ -66,6 +96,7 @@ def main() -> int:
 
     def aggregate_sweep(*args, **kwargs):
         marks["calls peak MB"] = peak_mb()
+        marks["memory at aggregation"] = memory_now()
         return aggregate(*args, **kwargs)
 
     session.aggregate_sweep = timed("aggregation (tables + figures)", aggregate_sweep)

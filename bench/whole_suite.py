@@ -12,7 +12,8 @@ roles) with every endpoint pointed at a fake provider.
 
 It checks that every job's cell has metrics, that the run is complete (exit 0, no unit without an
 answer) and that no fake answered a 429, and prints: calls, wall time, the driver's peak RSS (during
-the calls and in all), the aggregation time, the slowest lane's bound (max over lanes of its calls ÷
+the calls and in all, and what it holds when the aggregation begins; its memory every minute is in
+`--json`), the aggregation time, the slowest lane's bound (max over lanes of its calls ÷
 rpm and input tokens ÷ tpm), the harness ceiling's time for as many calls (calls ÷ `--ceiling-rps`,
 bench/harness_ceiling.py's plain asyncio loop: ~770 req/s here) and
 
@@ -129,7 +130,7 @@ def main() -> None:
     with ExitStack() as stack:
         endpoints = point_at_fakes(conf, args.rate_factor, args.latency, args.sigma, stack)
         keys = {env: FAKE_KEY for env in {e[2] for e in endpoints} if env}
-        env = {**os.environ, **keys, "PREFRAY_CONF": str(conf)}
+        env = {**os.environ, **keys, "PREFRAY_CONF": str(conf), "BENCH_MEMORY_EVERY": "60"}
         began = time.time()
         watch = TreeWatch(os.getpid()).start()   # the fakes and the launch's tree (Ray's processes in it)
         launch = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_timed_launch.py"), *overrides], cwd=ROOT,
@@ -167,7 +168,8 @@ def main() -> None:
         "aggregation_s": (timings or {}).get("spans", {}).get("aggregation (tables + figures)"),
         "driver_peak_mb": (timings or {}).get("peak_mb"),
         "driver_calls_peak_mb": (timings or {}).get("marks", {}).get("calls peak MB"),
-        "steps": (timings or {}).get("spans"), "load_average": os.getloadavg()[0], "problems": problems,
+        "steps": (timings or {}).get("spans"), "marks": (timings or {}).get("marks"),
+        "load_average": os.getloadavg()[0], "problems": problems,
         "processes": processes,
     }
     if args.json:
@@ -178,6 +180,11 @@ def main() -> None:
           f"{result['aggregation_s'] or 0:.1f} s; driver peak RSS {result['driver_peak_mb'] or 0:.0f} MB "
           f"({result['driver_calls_peak_mb'] or 0:.0f} MB during the calls); load average "
           f"{result['load_average']:.1f}")
+    at_aggregation = (result["marks"] or {}).get("memory at aggregation")
+    if at_aggregation:   # what the driver holds when its metrics begin (the json has it every minute)
+        print(f"  driver when the aggregation began: RSS {at_aggregation['VmRSS']} MB (anonymous "
+              f"{at_aggregation['RssAnon']} MB), Arrow {at_aggregation.get('arrow MB', 0)} MB, "
+              f"{at_aggregation['python blocks']} Python blocks")
     for kind, entry in sorted(processes.items(), key=lambda item: -item[1]["cpu_s"]):
         print(f"  {kind}: {entry['processes']} process(es), CPU {entry['cpu_s']:.0f} s "
               f"({entry['cpu_s'] / max(wall, 1e-9):.2f} cores over the wall), largest peak RSS "
