@@ -8,7 +8,6 @@ Formulas (paper: "Evaluating the Hidden Costs of Personalization in Large Langua
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -24,23 +23,37 @@ from prefray.sdk.failures import class_counts
 SUBJECT_STAGES = ("reflect", "generate")
 
 
-# the stored rows' call accounting, which no PRISK metric reads: left out of the records
-UNREAD_COLUMNS = ("request_hash", "provider", "model_id", "input_tokens", "output_tokens", "cost_usd", "cached",
-                  "cache_read_tokens", "cache_write_tokens", "cache_saved_usd")
+# the stored rows' columns no PRISK metric reads (their call accounting and bookkeeping): left out of
+# the records
+UNREAD_COLUMNS = ("unit_id", "attempt", "benchmark", "truncated", "request_hash", "provider", "model_id",
+                  "input_tokens", "output_tokens", "cost_usd", "cached", "cache_read_tokens", "cache_write_tokens",
+                  "cache_saved_usd")
+# columns whose values differ from row to row (kept as they are, not looked up by value)
+UNIQUE_COLUMNS = ("text",)
 
 
 def records(rows: pa.Table) -> list[dict[str, Any]]:
     """Stored rows as dicts (without their UNREAD_COLUMNS) with `meta_json` and `parsed_json` decoded
-    as `meta` and `value` (the parsed answer). Each distinct JSON text is decoded once (a run repeats
-    a few thousand metas and answers over its rows), so records with the same text share its `meta`
-    or `value`: records are read, never changed."""
-    decode = functools.cache(json.loads)
-    out = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names]).to_pylist()
-    for r in out:
-        meta_json, parsed_json = r.pop("meta_json"), r.pop("parsed_json")   # kept decoded only
-        r["meta"] = decode(meta_json) if meta_json else {}
-        r["value"] = decode(parsed_json) if parsed_json else None
-    return out
+    as `meta` and `value` (the parsed answer). A run repeats a few models, conditions, stages, metas
+    and answers over its rows: each distinct value is one Python object shared by the records that
+    hold it (each JSON text decoded once), so records are read, never changed."""
+    kept = rows.drop_columns([c for c in UNREAD_COLUMNS if c in rows.column_names])
+    names = [n for n in kept.column_names if n not in ("meta_json", "parsed_json")]
+    columns = [kept[n].to_pylist() if n in UNIQUE_COLUMNS else shared_values(kept[n]) for n in names]
+    columns.append(shared_values(kept["meta_json"], lambda text: json.loads(text) if text else {}, {}))
+    columns.append(shared_values(kept["parsed_json"], lambda text: json.loads(text) if text else None))
+    names += ["meta", "value"]
+    return [dict(zip(names, values)) for values in zip(*columns)]
+
+
+def shared_values(column: pa.ChunkedArray, convert: Callable[[Any], Any] = lambda value: value,
+                  null: Any = None) -> list[Any]:
+    """The column's values converted to Python, one object per distinct value (`null` for a null)."""
+    encoded = column.combine_chunks()
+    if not pa.types.is_dictionary(encoded.type):
+        encoded = encoded.dictionary_encode()
+    distinct = [convert(value) for value in encoded.dictionary.to_pylist()]
+    return [null if i is None else distinct[i] for i in encoded.indices.to_pylist()]
 
 
 def mean(values: Iterable[float]) -> float:

@@ -755,3 +755,28 @@ def test_irp_accuracy_has_a_paired_delta_for_table4():
     delta = deltas[("reflection", "profile_retrieval", "IRP_accuracy")]
     # (5/6 − 2/6) × 100 = 50 points; three queries paired
     assert delta["delta"] == pytest.approx(50.0) and delta["clusters"] == 3
+
+
+def test_records_are_the_rows_read_with_their_json_decoded_and_each_distinct_value_shared():
+    """`records` against the plain reading (every row to a dict, its JSON decoded on its own): the same
+    content, without the columns no metric reads; each distinct string and JSON text is one object."""
+    from prefray.benchmarks.prisk.metrics import UNREAD_COLUMNS, records
+
+    rows = [{"unit_id": f"u{i}", "attempt": 1, "benchmark": "prisk_irp", "model": ["m-a", "m-b"][i % 2],
+             "condition": "profile", "stage": "generate", "role": "subject", "judge": "", "status": "ok",
+             "instance_id": f"q{i % 3}", "item": f"q{i % 3}", "sample": i % 2, "text": f"answer {i}" if i % 4 else None,
+             "meta_json": json.dumps({"profile_id": f"p{i % 2}", "kind": "benchmark"}) if i % 5 else None,
+             "parsed_json": json.dumps({"score": i % 3}) if i % 3 else "", "cost_usd": 0.5} for i in range(40)]
+    table = pa.Table.from_pylist(rows, schema=SHARD_SCHEMA)
+    expected = []
+    for row in table.to_pylist():
+        meta, parsed = row.pop("meta_json"), row.pop("parsed_json")
+        expected.append({**{k: v for k, v in row.items() if k not in UNREAD_COLUMNS},
+                         "meta": json.loads(meta) if meta else {}, "value": json.loads(parsed) if parsed else None})
+    got = records(pa.concat_tables([table.slice(0, 25), table.slice(25)]))   # two chunks
+    assert got == expected
+    assert list(got[0]) == list(expected[0])   # the same keys in the same order
+    assert not {"unit_id", "attempt", "benchmark", "cost_usd"} & set(got[0])
+    first = records(table)
+    assert first[0]["model"] is first[2]["model"] and first[1]["meta"] is first[3]["meta"]
+    assert first[1]["value"] is first[4]["value"]   # {"score": 1}, decoded once
