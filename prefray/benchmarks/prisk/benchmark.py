@@ -87,32 +87,34 @@ class PriskBenchmark(Benchmark):
         `shared`: what `across_models` read from every model's records."""
         raise NotImplementedError
 
+    # the stages whose records `across_models` reads, of every model
+    shared_stages: tuple[str, ...] = ()
+
     def across_models(self, recs: list[dict[str, Any]]) -> Any:
-        """What one model's values need from every model's records (read in a first pass that keeps
-        only that); None by default."""
+        """What one model's values need from every model's records of the `shared_stages` (models in
+        order); None by default."""
         return None
 
-    def values_by_model(self, rows: pa.Table, settings: PriskSettings,
-                        recs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        """`values` of each model's records (`recs`, the records of `rows`) on their own, models in
-        order: every value is one model's (a cell, a fit), so each pass reads only its model's
-        records, and what every model shares (narrowing's V_q) is read once first (`across_models`).
+    def values_by_model(self, rows: pa.Table, settings: PriskSettings) -> list[dict[str, Any]]:
+        """`values` of each model's records on their own, models in order: every value is one model's
+        (a cell, a fit), so only one model's records are held at a time, and what every model shares
+        (narrowing's V_q) is read first from the `shared_stages` alone (`across_models`).
         Aggregation asks for the metrics and then the unit scores of the same rows:
         the values are computed once and kept until the unit scores take them."""
         last = self._last_values
         if last is not None and last[1] == settings and last[0].equals(rows):
             return last[2]
-        by_model: dict[str, list[dict[str, Any]]] = {}
-        for rec in records(rows) if recs is None else recs:
-            by_model.setdefault(rec["model"], []).append(rec)
-        shared = self.across_models([rec for model in sorted(by_model) for rec in by_model[model]])
-        values = [value for model in sorted(by_model) for value in self.values(by_model[model], settings, shared)]
+        parts = model_parts(rows)
+        stages = pa.array(self.shared_stages, pa.string())
+        shared = self.across_models([rec for part in parts
+                                     for rec in records(part.filter(pc.is_in(part["stage"], stages)))])
+        values = [value for part in parts for value in self.values(records(part), settings, shared)]
         self._last_values = (rows, settings, values)
         return values
 
     def metrics(self, rows: pa.Table, settings: PriskSettings) -> pa.Table:
-        recs = records(rows)
-        values = without_units(self.values_by_model(rows, settings, recs)) + route_metrics(recs)
+        routes = records(rows.filter(pc.starts_with(rows["stage"], "route")))
+        values = without_units(self.values_by_model(rows, settings)) + route_metrics(routes)
         values += relative_to_base(values, settings.reference_condition)
         values += failure_metrics(rows)
         return metric_rows([{"benchmark": self.name, **v} for v in values])
@@ -122,3 +124,10 @@ class PriskBenchmark(Benchmark):
         values = self.values_by_model(rows, settings)
         self._last_values = None   # the values' last reader: nothing is held past it
         return pa.Table.from_pylist(unit_rows(self.name, values), schema=UNIT_SCORE_SCHEMA)
+
+
+def model_parts(rows: pa.Table) -> list[pa.Table]:
+    """The rows of each model, models in order (each part in the rows' order; rows without a model last)."""
+    models = rows["model"]
+    return [rows.filter(pc.is_null(models) if model is None else pc.equal(models, model))
+            for model in sorted(pc.unique(models).to_pylist(), key=lambda m: (m is None, m or ""))]

@@ -183,6 +183,8 @@ class Narrowing(PriskBenchmark):
         return [f"{self.name}: V_q holds the answers of {len(models)} models ({', '.join(models)}); each "
                 "model's own V_q is read in NAR_CR[Vq=model], NAR_CR_union[Vq=model], NAR_Vq_size[Vq=model]."]
 
+    shared_stages = ("merge",)
+
     def across_models(self, recs: list[dict[str, Any]]) -> Any:
         """V_q across every model of the run (the merge rows alone are read)."""
         from prefray.benchmarks.prisk.narrowing_metrics import pooled_universe
