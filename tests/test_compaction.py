@@ -310,3 +310,49 @@ def test_the_paid_record_is_rolled_a_piece_at_a_time_with_a_cut_line_in_the_last
     assert pc.sum(table["input_tokens"]).as_py() == sum(range(40))
     assert sorted(table.filter(pc.equal(table["outcome"], "ok"))["request_hash"].to_pylist()) == sorted(
         f"h{n}" for n in range(40))
+
+
+def test_jobs_compact_their_folders_one_at_a_time_and_a_roll_does_not_hold_the_shard(tmp_path, monkeypatch):
+    """Jobs that end together take turns (Outlets.compacting): one compaction's buffers in the driver
+    at a time; a roll under way runs beside the job's writes, which go on meanwhile."""
+    import asyncio
+
+    import prefray.engine.flow.runner as runner_module
+    from prefray.engine.benchmark import Job
+    from prefray.engine.config.schema import BenchmarkSettings, ConditionSettings, ModelSpec, RunConfig
+    from prefray.engine.flow.runner import JobRunner, Outlets
+    from prefray.engine.sweep import PreparedJob, Sweep
+
+    running, overlaps = [], []
+    real = runner_module.compact_folder
+
+    def watched(folder, small_only=False):
+        running.append(folder)
+        overlaps.append(len(running))
+        try:
+            threading.Event().wait(0.05)   # long enough for the other jobs' turns to come due
+            return real(folder, small_only)
+        finally:
+            running.remove(folder)
+
+    monkeypatch.setattr(runner_module, "compact_folder", watched)
+    jobs = [PreparedJob(Job("b", "c", ModelSpec(name=f"m{i}", provider="openai", model_id="m"), {},
+                            BenchmarkSettings("b"), ConditionSettings("c")), None, []) for i in range(4)]
+    sweep = Sweep(tuple(jobs), RunConfig.from_config({"compact_every": 2}), RunDir(tmp_path))
+    outlets = Outlets(None)
+    runners = [JobRunner(job, sweep, outlets, None) for job in sweep.jobs]
+    for runner in runners:
+        write_small_shards(runner.folder, 6, 3)
+
+    async def end_together():
+        for runner in runners:   # each one's roll comes due and starts without being waited for
+            runner._roll_when_due()
+            runner._roll_when_due()
+            assert runner._roll is not None and not runner._roll.done()
+        await asyncio.gather(*(r._compact(small_only=False) for r in runners))
+        await asyncio.gather(*(r._roll for r in runners))
+    asyncio.run(end_together())
+
+    assert len(overlaps) == 8 and max(overlaps) == 1
+    for runner in runners:
+        assert len(parquet_names(runner.folder)) == 1 and read_rows(runner.folder).num_rows == 18

@@ -17,7 +17,7 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -90,12 +90,15 @@ def inflight_shards(spec: ModelSpec, shard_size: int) -> int | None:
 
 @dataclass
 class Outlets:
-    """The live objects a runner writes to besides its shards: progress, the response cache and the
-    request store (every distinct request sent, under RUN_DIR/requests/)."""
+    """The live objects a runner writes to besides its shards: progress, the response cache, the
+    request store (every distinct request sent, under RUN_DIR/requests/) and the turn every job
+    takes to compact its folder: one folder at a time, so jobs that end together do not each hold
+    a compaction's Arrow buffers in the driver at once (they run on threads)."""
 
     requests: RequestStore | None
     progress: ProgressFn | None = None
     cache: ResponseCache | None = None
+    compacting: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
     @classmethod
     def of(cls, run_dir: RunDir, progress: ProgressFn | None = None, cache: ResponseCache | None = None) -> Outlets:
@@ -132,7 +135,7 @@ class JobRunner:
         self.lanes = lanes or LaneEstimate()   # the lanes' estimate the stages are ranked by
         self.ranks: dict[str, int] = {}   # each stage's place on the sweep's critical path (flow/critical.py)
         self._shards_since_roll = 0
-        self._rolling = False
+        self._roll: asyncio.Future | None = None   # the roll of small shards under way, if any
 
     async def run(self) -> None:
         """Every stage as its own task: a stage starts when the rows it needs are stored.
@@ -150,20 +153,31 @@ class JobRunner:
         finally:
             for task in tasks:
                 task.cancel()
+            if self._roll is not None:
+                await asyncio.wait([self._roll])   # a thread is not stopped part way
+        if self._roll is not None:
+            self._roll.result()   # a roll that failed stops the job
         if self.config.compact:
-            await asyncio.to_thread(compact_folder, self.folder)
+            await self._compact(small_only=False)
 
-    async def _roll_when_due(self) -> None:
-        """Roll the folder's small shards into a large file once `compact_every` were written."""
+    async def _compact(self, small_only: bool) -> None:
+        """Compact this job's folder on a thread, when no other job is compacting (Outlets.compacting)."""
+        async with self.outlets.compacting:
+            await asyncio.to_thread(compact_folder, self.folder, small_only)
+
+    def _roll_when_due(self) -> None:
+        """Start rolling the folder's small shards into a large file once `compact_every` were
+        written (in the background: writers go on adding shards meanwhile)."""
         self._shards_since_roll += 1
         every = self.config.compact_every
-        if not self.config.compact or every <= 0 or self._shards_since_roll < every or self._rolling:
+        if not self.config.compact or every <= 0 or self._shards_since_roll < every:
             return
-        self._rolling, self._shards_since_roll = True, 0
-        try:
-            await asyncio.to_thread(compact_folder, self.folder, True)
-        finally:
-            self._rolling = False
+        if self._roll is not None and not self._roll.done():
+            return
+        if self._roll is not None:
+            self._roll.result()   # a roll that failed stops the job here
+        self._shards_since_roll = 0
+        self._roll = asyncio.ensure_future(self._compact(small_only=True))
 
     async def _run_stage_when_ready(self, stage: Stage, earlier: list[Stage], flow: StageFlow) -> None:
         inputs = [s.name for s in earlier] if stage.inputs is None else list(stage.inputs)
@@ -317,7 +331,7 @@ class JobRunner:
         write_shard(self.folder, stage.name, rows)
         if self.flow is not None:
             self.flow.stored(stage.name, rows)
-        await self._roll_when_due()
+        self._roll_when_due()
 
     def keep_requests(self, spec: ModelSpec, requests: list[ChatRequest]) -> None:
         """Every distinct request sent is kept in the run's request store."""
