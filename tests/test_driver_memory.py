@@ -1,9 +1,11 @@
 """The driver holds units and rows only for the calls in flight: a stage takes units from its build
-as shards go out, and a stage whose rows wait unread sends no more."""
+as shards go out (and lets go of those a built list held once they are sent), and a stage whose
+rows wait unread sends no more."""
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from dataclasses import dataclass, field
 
 from prefray.engine.benchmark import Benchmark, Job, Stage, StageContext
@@ -78,6 +80,43 @@ def test_a_stage_takes_its_units_as_shards_go_out(tmp_path):
     # units built and not yet answered: the shards in flight and the one being filled, never all 200
     assert max(held) <= (bound + 1) * SHARD
     assert runner.stored(Stage("ask", benchmark.units), "").num_rows == 200
+
+
+@dataclass
+class ListBenchmark(Benchmark):
+    """One stage of 200 units built as a list; it keeps a weak reference to each unit built."""
+
+    name: str = "listed"
+    built: list = field(default_factory=list)
+
+    def stages(self, job: Job) -> list[Stage]:
+        return [Stage("ask", self.units)]
+
+    def units(self, ctx: StageContext) -> list[WorkUnit]:
+        units = [WorkUnit("inst", ChatRequest(messages=({"role": "user", "content": f"q{i}"},)), sample=i)
+                 for i in range(200)]
+        self.built = [weakref.ref(unit) for unit in units]
+        return units
+
+
+def test_a_stage_lets_go_of_the_units_of_its_built_list_once_they_are_sent(tmp_path):
+    benchmark, dispatcher = ListBenchmark(), CountingDispatcher()
+    original = dispatcher.run_batch
+    alive = []
+
+    async def noted(spec, requests):
+        alive.append(sum(ref() is not None for ref in benchmark.built))
+        return await original(spec, requests)
+
+    dispatcher.run_batch = noted
+    job = Job("listed", "default", SPEC, {}, BenchmarkSettings("listed"), ConditionSettings("default"))
+    sweep = Sweep.assemble([job], {"listed": benchmark}, {0: []}, RunDir(tmp_path), RunConfig(shard_size=SHARD))
+    asyncio.run(DryRunner(sweep.jobs[0], sweep, Outlets.of(sweep.run_dir), dispatcher).run())
+    assert dispatcher.shards == 100 and len(alive) == 100
+    assert alive[0] == 200                    # the whole list was built before the first send
+    # the last shards see only what is not yet sent: the shards in flight and the one being filled
+    assert alive[-1] <= (inflight_shards(SPEC, SHARD) + 1) * SHARD
+    assert all(ref() is None for ref in benchmark.built)
 
 
 def test_a_stage_whose_rows_wait_unread_sends_no_more():

@@ -253,7 +253,9 @@ class JobRunner:
         if skip:
             return
         sender = ShardSender(self, stage, spec, judge, total - to_send, lambda: total)
-        await sender.send(p for p in self._pending(stage, judge, built, states) if p is not None)
+        units = handed_over(built) if isinstance(built, list) else built
+        del built   # a unit sent is let go (the list no longer holds it)
+        await sender.send(p for p in self._pending(stage, judge, units, states) if p is not None)
         await sender.drain()
 
     async def _stream_stage(self, stage: Stage, inputs: list[str], flow: StageFlow) -> None:
@@ -495,6 +497,14 @@ class RowFeed:
             if inputs_done:
                 return {}
             await self.changed.wait()
+
+
+def handed_over(items: list[Any]) -> Iterator[Any]:
+    """The items of `items` in order, each taken out of the list as it is handed over (the list is
+    emptied): a stage's built units are let go as they are sent, not when the whole stage is."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def _chunks(tables: dict[str, pa.Table]) -> Iterator[dict[str, pa.Table]]:
