@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pytest
 
 from prefray.engine.results.agreement import judged_by_several, without_panels
 
@@ -174,3 +175,37 @@ def test_processes_started_early_draw_the_figures_as_processes_started_late(tmp_
         f"f{k}.{fmt}" for k in range(4) for fmt in plots.FORMATS]
     pngs = [[f.read_bytes() for f in files[early] if f.suffix == ".png"] for early in (False, True)]
     assert pngs[0] == pngs[1] and all(png.startswith(b"\x89PNG") for png in pngs[0])
+
+
+GIVE_BACK_CHILD = """
+import sys
+from prefray.engine.results.heap import give_back, heap_reused
+
+def rss_mb():
+    return next(int(line.split()[1]) // 1024 for line in open("/proc/self/status") if line.startswith("VmRSS"))
+
+with heap_reused():   # as the aggregation runs: buffers of 1 MiB come from the heap, not from mmap
+    blocks, pins = [], []
+    for _ in range(300):   # each block followed by a small one that stays: freed, they cannot merge into the top
+        blocks.append(bytearray(1 << 20))
+        pins.append(bytearray(8 << 10))
+    del blocks
+    freed = rss_mb()
+    if sys.argv[1] == "give":
+        give_back()
+    print(freed, rss_mb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap and /proc are Linux's")
+def test_give_back_hands_the_heaps_free_pages_to_the_system():
+    """300 MiB freed between blocks still in use stay resident until give_back (malloc_trim) returns them."""
+    def after(mode: str) -> tuple[int, int]:
+        out = subprocess.run([sys.executable, "-c", GIVE_BACK_CHILD, mode], capture_output=True, text=True, check=True)
+        freed, now = map(int, out.stdout.split())
+        return freed, now
+
+    kept_freed, kept_now = after("keep")
+    given_freed, given_now = after("give")
+    assert kept_now >= kept_freed - 20            # freed, yet resident: glibc keeps the pages
+    assert given_freed - given_now >= 250         # handed back: at least 250 of the 300 MiB

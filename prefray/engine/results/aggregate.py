@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from prefray.engine.benchmark import METRIC_SCHEMA, Benchmark
 from prefray.engine.config.schema import BenchmarkSettings
 from prefray.engine.logs import STDOUT
-from prefray.engine.results.heap import heap_reused
+from prefray.engine.results.heap import give_back, heap_reused
 from prefray.engine.results.protocol_metrics import no_answer_units, outcome_metrics
 from prefray.engine.results.stats import add_intervals, rows_by_benchmark
 from prefray.engine.rundir import RunDir
@@ -336,6 +336,7 @@ def aggregate_run(paths: RunDir, benchmarks: dict[str, Benchmark], settings: dic
     join the rows, as one more judge (agreement.panel_rows). `asked` (a resumed job folder → its
     stages and judges the launch ran → the units it built): those rows cover only these units; the line
     before the summary says how many stored rows were left out (costs count every try paid)."""
+    give_back()   # what the calls freed (a launch aggregates in the process that ran them) goes back first
     best, costs = best_rows_and_ledger(paths)
     best, left_out = within_asked(best, asked or {})
     draw = plots and figures != "none"
@@ -391,13 +392,16 @@ def _aggregate(paths: RunDir, best: pa.Table, costs: pa.Table, benchmarks: dict[
     from prefray.engine.results.report import render_markdown
 
     best = with_text(paths, best, text_needed(best, benchmarks))
+    give_back()   # between the steps, each one's freed memory goes back to the system (heap.py)
     calls = summarize_calls(best)
     judged = best
     if panels:
         best = pa.concat_tables([without_panels(best), panel_rows(best, panels)])
     metrics = pa.concat_tables([compute_metrics(best, benchmarks, settings), outcome_metrics(best)])
+    give_back()
     metrics = with_completeness(sort_metrics(metrics), best)
     metrics = add_intervals(paths, metrics, best, benchmarks, settings, seed=seed)
+    give_back()
     agreement = judge_agreement(judge_values(judged_by_several(without_panels(judged))), seed=seed)
     present = set(metrics["benchmark"].to_pylist())
     notes = [note for name in sorted(benchmarks) if name in present

@@ -379,9 +379,13 @@ def add_intervals(paths: RunDir, metrics: pa.Table, rows: pa.Table, benchmarks: 
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
+    from prefray.engine.results.heap import give_back
+
     boot = BootstrapSettings(seed=seed)
     scores = unit_scores(rows, benchmarks, settings)
+    give_back()   # what building the scores freed goes back before the comparisons allocate (heap.py)
     deltas = paired_comparisons(scores, benchmarks, boot)
+    give_back()
     for target, write in ((paths.deltas_parquet, pq.write_table), (paths.deltas_csv, pacsv.write_csv)):
         temp = target.with_name(f".{target.name}.tmp")
         write(deltas, temp)
