@@ -12,7 +12,7 @@ Between its steps the aggregation hands the heap's free pages back (`give_back`,
 malloc_trim): each step (reading the rows and their text, the metrics, the intervals) frees most
 of what it allocated, Arrow's buffers, numpy's arrays and Python's large objects alike, and without
 a trim glibc keeps those pages, so the next step's allocations landed beside them and the process's
-RSS was the sum of the steps' high-water marks rather than the largest. Re-aggregating a whole-suite
+RSS climbed with each step's high-water mark instead of staying near the largest. Re-aggregating a whole-suite
 run (433k rows) in a fresh process peaked at 1,212 MB without the trims and 994 MB with them, the
 trims taking ~0.05 s in all (bench/reaggregate.py). Elsewhere than on glibc both do nothing.
 """
