@@ -172,9 +172,9 @@ class JobRunner:
         every = self.config.compact_every
         if not self.config.compact or every <= 0 or self._shards_since_roll < every:
             return
-        if self._roll is not None and not self._roll.done():
-            return
         if self._roll is not None:
+            if not self._roll.done():
+                return
             self._roll.result()   # a roll that failed stops the job here
         self._shards_since_roll = 0
         self._roll = asyncio.ensure_future(self._compact(small_only=True))

@@ -30,6 +30,7 @@ from prefray.engine.benchmark import UNIT_SCORE_SCHEMA
 from prefray.engine.config.schema import BenchmarkSettings
 from prefray.engine.hooks import Comparison
 from prefray.engine.memo import per_table
+from prefray.engine.results.heap import give_back
 from prefray.engine.rundir import RunDir
 
 GROUP_KEYS = ("benchmark", "model", "condition", "judge", "metric")
@@ -378,8 +379,6 @@ def add_intervals(paths: RunDir, metrics: pa.Table, rows: pa.Table, benchmarks: 
     written to RUN_DIR/deltas.parquet and deltas.csv (both always written, possibly empty)."""
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
-
-    from prefray.engine.results.heap import give_back
 
     boot = BootstrapSettings(seed=seed)
     scores = unit_scores(rows, benchmarks, settings)
