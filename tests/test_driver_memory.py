@@ -135,3 +135,39 @@ def test_a_stage_whose_rows_wait_unread_sends_no_more():
 
     held, released, taken = asyncio.run(scenario())
     assert held and released and taken == FEED_BACKLOG_ROWS
+
+
+def test_priks_answer_stages_build_their_units_as_shards_go_out(tmp_path, monkeypatch):
+    """PRISK's answer stages (route, reflect, generate, the base answers) yield their units: the
+    driver holds the shards in flight, not a personalized condition's every prompt at once."""
+    from prefray.benchmarks.prisk import IRP, pipeline
+    from prefray.benchmarks.prisk.data import load_instances
+
+    built: list[weakref.ref] = []
+
+    def noted_unit(*args, **kwargs):
+        unit = WorkUnit(*args, **kwargs)
+        built.append(weakref.ref(unit))
+        return unit
+
+    monkeypatch.setattr(pipeline, "WorkUnit", noted_unit)
+    dispatcher = CountingDispatcher()
+    original, alive = dispatcher.run_batch, []
+
+    async def noted(spec, requests):
+        if spec is SPEC:    # the model's sends (its judge's go to another model)
+            alive.append(sum(ref() is not None for ref in built))
+        return await original(spec, requests)
+
+    dispatcher.run_batch = noted
+    instances = load_instances("irp", None, 3, True)          # 36 (persona, query) instances
+    judge = ModelSpec("j", "openai", "j")
+    job = Job(IRP.name, "profile", SPEC, {"judge": judge}, IRP.settings_of({"samples": 2}),
+              IRP.condition_of({"name": "profile", "profile": True, "retrieval": False}))
+    sweep = Sweep.assemble([job], {IRP.name: IRP}, {0: instances}, RunDir(tmp_path), RunConfig(shard_size=SHARD))
+    asyncio.run(DryRunner(sweep.jobs[0], sweep, Outlets.of(sweep.run_dir), dispatcher).run())
+    answers = 36 * 2
+    assert len(built) == 2 * answers               # a counting pass, then the units sent
+    assert len(alive) == answers // SHARD          # the generate stage's shards
+    # units built and not yet answered: the shards in flight and the one being filled, never all 72
+    assert max(alive) <= (inflight_shards(SPEC, SHARD) + 1) * SHARD

@@ -16,7 +16,7 @@ replaces it for a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -152,13 +152,14 @@ def _personal(ctx: StageContext) -> list[Instance]:
     return [inst for inst in ctx.instances if inst.profile is not None]
 
 
-def route_builder(cond: Condition) -> Callable[[StageContext], list[WorkUnit]]:
-    def build(ctx: StageContext) -> list[WorkUnit]:
+def route_builder(cond: Condition) -> Callable[[StageContext], Iterator[WorkUnit]]:
+    def build(ctx: StageContext) -> Iterator[WorkUnit]:
         job = ctx.job
-        return [WorkUnit(inst.instance_id, ChatRequest(
-            messages=({"role": "user", "content": route_prompt(cond, inst, job.settings)},),
-            params=dict(job.settings.routing.params), json_schema=ROUTE_SCHEMA, seed=job.seed),
-            item=inst.item.item_id) for inst in _personal(ctx)]
+        for inst in _personal(ctx):
+            yield WorkUnit(inst.instance_id, ChatRequest(
+                messages=({"role": "user", "content": route_prompt(cond, inst, job.settings)},),
+                params=dict(job.settings.routing.params), json_schema=ROUTE_SCHEMA, seed=job.seed),
+                item=inst.item.item_id)
     return build
 
 
@@ -169,28 +170,28 @@ def _meta(item_meta: ItemMeta, inst: Instance, context: Context, decision: bool 
             "passages": [p.passage_id for p in context.passages]}
 
 
-def reflect_builder(item_meta: ItemMeta, cond: Condition, suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
-    def build(ctx: StageContext) -> list[WorkUnit]:
-        decisions, units = routes(ctx, f"route{suffix}"), []
+def reflect_builder(item_meta: ItemMeta, cond: Condition,
+                    suffix: str = "") -> Callable[[StageContext], Iterator[WorkUnit]]:
+    def build(ctx: StageContext) -> Iterator[WorkUnit]:
+        decisions = routes(ctx, f"route{suffix}")
         for inst in _personal(ctx):
             context, decision = context_of(ctx.job, inst, decisions, cond)
             prompt = render("reflect", ctx.job.settings, context=context.block(ctx.job.settings), query=inst.item.query)
             meta = _meta(item_meta, inst, context, decision, cond)
-            units += [WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id, sample=s,
-                               meta=meta) for s in range(samples(ctx.job))]
-        return units
+            for s in range(samples(ctx.job)):
+                yield WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id, sample=s,
+                               meta=meta)
     return build
 
 
 def generate_builder(item_meta: ItemMeta, cond: Condition,
-                     suffix: str = "") -> Callable[[StageContext], list[WorkUnit]]:
+                     suffix: str = "") -> Callable[[StageContext], Iterator[WorkUnit]]:
     if not cond.personalized:
         return base_builder(item_meta, cond=cond)
 
-    def build(ctx: StageContext) -> list[WorkUnit]:
+    def build(ctx: StageContext) -> Iterator[WorkUnit]:
         settings, decisions = ctx.job.settings, routes(ctx, f"route{suffix}")
         notes = {(r["instance_id"], r["sample"]): r["text"] for r in current_rows(ctx, f"reflect{suffix}")}
-        units = []
         for inst in _personal(ctx):
             context, decision = context_of(ctx.job, inst, decisions, cond)
             meta = _meta(item_meta, inst, context, decision, cond)
@@ -198,22 +199,22 @@ def generate_builder(item_meta: ItemMeta, cond: Condition,
                 if cond.reflection and (inst.instance_id, s) not in notes:
                     continue  # its reflection failed; counted as excluded from the reflect rows
                 prompt = answer_prompt(context, inst.item.query, notes.get((inst.instance_id, s)), settings)
-                units.append(WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id,
-                                      sample=s, meta=meta))
-        return units
+                yield WorkUnit(inst.instance_id, _request(ctx.job, prompt, s), item=inst.item.item_id,
+                               sample=s, meta=meta)
     return build
 
 
 def base_builder(item_meta: ItemMeta, sample_count: Callable[[Job], int] = samples, seed_offset: int = 0,
-                 cond: Condition | None = None) -> Callable[[StageContext], list[WorkUnit]]:
+                 cond: Condition | None = None) -> Callable[[StageContext], Iterator[WorkUnit]]:
     """The query alone, once per distinct item (instance id = item id)."""
-    def build(ctx: StageContext) -> list[WorkUnit]:
+    def build(ctx: StageContext) -> Iterator[WorkUnit]:
         items = {inst.item.item_id: inst.item for inst in ctx.instances}
         name = cond.name if cond else "base"
-        return [WorkUnit(item_id, _request(ctx.job, item.query, s + seed_offset), item=item_id, sample=s,
-                         meta={**item_meta(item), "item_id": item_id, "profile_id": "", "route": None,
-                               "passages": [], "condition": name})
-                for item_id, item in items.items() for s in range(sample_count(ctx.job))]
+        for item_id, item in items.items():
+            for s in range(sample_count(ctx.job)):
+                yield WorkUnit(item_id, _request(ctx.job, item.query, s + seed_offset), item=item_id, sample=s,
+                               meta={**item_meta(item), "item_id": item_id, "profile_id": "", "route": None,
+                                     "passages": [], "condition": name})
     return build
 
 

@@ -239,16 +239,10 @@ class JobRunner:
         states = self._stored_states(stage, judge)
         skip = self._skip_sending(stage)
         built = stage.build(context)
-        if isinstance(built, list):
-            marks = [p is not None for p in self._pending(stage, judge, built, states)]
-            total, to_send = len(marks), (0 if skip else sum(marks))
-            del marks
-        else:
-            total, to_send = 0, 0
-            for p in self._pending(stage, judge, built, states):
-                total += 1
-                to_send += p is not None and not skip
-            built = stage.build(context)
+        total, to_send = self._count(stage, judge, built, states)
+        to_send = 0 if skip else to_send
+        if not isinstance(built, list):
+            built = stage.build(context)   # the counting pass kept none of its units
         self._report(stage.name, total - to_send, total)
         if skip:
             return
@@ -257,6 +251,15 @@ class JobRunner:
         del built   # a unit sent is let go (the list no longer holds it)
         await sender.send(p for p in self._pending(stage, judge, units, states) if p is not None)
         await sender.drain()
+
+    def _count(self, stage: Stage, judge: str, units: Iterable[WorkUnit],
+               states: dict[str, tuple[str, str, int]]) -> tuple[int, int]:
+        """How many units `units` holds, and how many of them are to be sent."""
+        total = to_send = 0
+        for pending in self._pending(stage, judge, units, states):
+            total += 1
+            to_send += pending is not None
+        return total, to_send
 
     async def _stream_stage(self, stage: Stage, inputs: list[str], flow: StageFlow) -> None:
         """Build and send this stage's units while its inputs are still arriving: each round builds
