@@ -137,7 +137,7 @@ def test_a_stage_whose_rows_wait_unread_sends_no_more():
     assert held and released and taken == FEED_BACKLOG_ROWS
 
 
-def test_priks_answer_stages_build_their_units_as_shards_go_out(tmp_path, monkeypatch):
+def test_prisk_answer_stages_build_their_units_as_shards_go_out(tmp_path, monkeypatch):
     """PRISK's answer stages (route, reflect, generate, the base answers) yield their units: the
     driver holds the shards in flight, not a personalized condition's every prompt at once."""
     from prefray.benchmarks.prisk import IRP, pipeline
