@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from prefray.benchmarks.prisk.factorial import TERMS
+
 pytestmark = pytest.mark.e2e
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -32,7 +34,7 @@ SWEEP = ("-m", "model=fake", "judge=fake", "benchmark=all", "condition=all", "li
          "run.cache=false", "run.progress=false")
 TOP_LEVEL = {"calls.csv", "costs.csv", "deltas.csv", "deltas.parquet", "judge_agreement.csv", "ledger",
              "manifest.json", "metrics.csv", "metrics.md", "metrics.parquet", "plots", "requests", "shards"}
-FIT = re.compile(r"_score_(beta|ci_low|ci_high|p|df)\[(profile|memory|interaction)\]$")
+FIT = re.compile(rf"_score_(beta|ci_low|ci_high|p|df)\[({'|'.join(TERMS)})\]$")   # factorial_rows' names
 FIT_RTOL = 1e-5
 CELLS = {("benchpres", c) for c in ("default", "defense", "no_preferences")} \
     | {("cupid", c) for c in ("full", "oracle", "oracle_preference", "summary")} \
