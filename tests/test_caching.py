@@ -151,24 +151,21 @@ def test_fake_anthropic_reads_and_writes_at_breakpoints_and_forgets_after_the_li
 
 # -- replies read and the ledger -----------------------------------------------------------------
 def test_provider_replies_keep_cached_tokens_apart():
-    from anthropic.types import Message
-    from openai.types.chat import ChatCompletion
+    from prefray.engine.calls.providers.anthropic_messages import read_reply as anthropic_reply
+    from prefray.engine.calls.providers.openai_chat import read_reply as openai_reply
 
-    from prefray.engine.calls.providers.anthropic_messages import _reply as anthropic_reply
-    from prefray.engine.calls.providers.openai_chat import _reply as openai_reply
-
-    completion = ChatCompletion.model_validate({
+    completion = {
         "id": "c", "object": "chat.completion", "created": 0, "model": "gpt",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 5000, "completion_tokens": 7, "total_tokens": 5007,
-                  "prompt_tokens_details": {"cached_tokens": 4096}}})
+                  "prompt_tokens_details": {"cached_tokens": 4096}}}
     reply = openai_reply(completion, {})
     assert (reply.input_tokens, reply.cache_read_tokens, reply.cache_write_tokens) == (5000, 4096, 0)
-    message = Message.model_validate({
+    message = {
         "id": "m", "type": "message", "role": "assistant", "model": "claude", "stop_reason": "end_turn",
         "content": [{"type": "text", "text": "hi"}],
         "usage": {"input_tokens": 50, "output_tokens": 7, "cache_read_input_tokens": 3000,
-                  "cache_creation_input_tokens": 200}})
+                  "cache_creation_input_tokens": 200}}
     reply = anthropic_reply(message, {})
     assert (reply.input_tokens, reply.cache_read_tokens, reply.cache_write_tokens) == (3250, 3000, 200)
 

@@ -46,13 +46,6 @@ class BatchClient(Protocol):
     async def close(self) -> None: ...
 
 
-def _merged(body: dict[str, Any]) -> dict[str, Any]:
-    """An SDK call's keyword arguments as the JSON body it would send (extra_body merged in)."""
-    body = dict(body)
-    body.update(body.pop("extra_body", None) or {})
-    return body
-
-
 class OpenAIBatches:
     def __init__(self, spec: ModelSpec, api_key: str):
         import openai
@@ -66,7 +59,7 @@ class OpenAIBatches:
 
     def line(self, custom_id: str, request: ChatRequest) -> dict[str, Any]:
         return {"custom_id": custom_id, "method": "POST", "url": OPENAI_ENDPOINT,
-                "body": _merged(self.chat._body(request))}
+                "body": self.chat.wire_body(request)}
 
     async def submit(self, items: list[tuple[str, ChatRequest]]) -> Submitted:
         data = "".join(json.dumps(self.line(cid, r), ensure_ascii=False) + "\n" for cid, r in items).encode()
@@ -123,7 +116,7 @@ class AnthropicBatches:
         self.client = self.messages.client
 
     async def submit(self, items: list[tuple[str, ChatRequest]]) -> Submitted:
-        requests = [{"custom_id": cid, "params": _merged(self.messages._body(r))} for cid, r in items]
+        requests = [{"custom_id": cid, "params": self.messages.wire_body(r)} for cid, r in items]
         async with sdk_errors(self.sdk):
             batch = await self.client.messages.batches.create(requests=requests)
         return Submitted(batch.id)

@@ -56,16 +56,14 @@ def _status_failure(status: int, message: str, code: str, started: float, finish
 
 def openai_line(spec: ModelSpec, line: dict[str, Any], started: float, finished: float) -> CallResult:
     """One line of an OpenAI batch output or error file."""
-    from openai.types.chat import ChatCompletion
-
-    from prefray.engine.calls.providers.openai_chat import _reply
+    from prefray.engine.calls.providers.openai_chat import read_reply
 
     response = line.get("response") or {}
     status = int(response.get("status_code") or 0)
     body = response.get("body") or {}
     if status == 200:
         try:
-            return answered(spec, _reply(ChatCompletion.model_validate(body), {}), started, finished)
+            return answered(spec, read_reply(body, {}), started, finished)
         except (ProviderError, ValueError) as exc:
             return failed("bad_response", f"unreadable batch answer: {exc}", started, finished)
     if status:
@@ -84,15 +82,13 @@ def openai_line(spec: ModelSpec, line: dict[str, Any], started: float, finished:
 
 def anthropic_line(spec: ModelSpec, line: dict[str, Any], started: float, finished: float) -> CallResult:
     """One line of an Anthropic message batch's results ({custom_id, result: {type, ...}})."""
-    from anthropic.types import Message
-
-    from prefray.engine.calls.providers.anthropic_messages import _reply
+    from prefray.engine.calls.providers.anthropic_messages import read_reply
 
     result = line.get("result") or {}
     kind = result.get("type")
     if kind == "succeeded":
         try:
-            return answered(spec, _reply(Message.model_validate(result.get("message") or {}), {}), started, finished)
+            return answered(spec, read_reply(result.get("message") or {}, {}), started, finished)
         except (ProviderError, ValueError) as exc:
             return failed("bad_response", f"unreadable batch answer: {exc}", started, finished)
     if kind == "errored":

@@ -1,16 +1,26 @@
-"""OpenAI (and OpenAI-compatible) chat completions through the official SDK."""
+"""OpenAI (and OpenAI-compatible) chat completions through the official SDK.
+
+The request goes out through the SDK's client (its auth, headers, HTTP transport, timeouts and
+error types) as the JSON body built here, and the answer is read as JSON: `chat.completions.create`
+would first rewrite that body through the SDK's typed-parameter transform and build a pydantic
+model of the answer, ~1.7 ms of CPU a call that a lane at hundreds of calls a second pays for
+nothing (bench/RESULTS.md: the gateway's CPU per call).
+"""
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
 from typing import Any
 
+import httpx2  # the OpenAI SDK's HTTP library: its responses are this type
 import openai
 
 from prefray.engine.calls.providers.base import ProviderError, ProviderReply, sdk_errors
 from prefray.engine.calls.providers.caching import prompt_cache_key
 from prefray.engine.calls.rate_headers import rate_headers_subset
 from prefray.engine.types import ChatRequest, ModelSpec
+
+CHAT_PATH = "/chat/completions"
 
 
 class OpenAIChat:
@@ -24,7 +34,8 @@ class OpenAIChat:
             http_client=openai.DefaultAioHttpClient(timeout=spec.timeout_s),
         )
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
+    def wire_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The request's JSON body as sent (and as a batch line's body)."""
         messages = list(request.messages)
         if request.system:
             messages = [{"role": "system", "content": request.system}, *messages]
@@ -47,8 +58,7 @@ class OpenAIChat:
         key = prompt_cache_key(self.spec, request)
         if key is not None and "prompt_cache_key" not in body:
             body["prompt_cache_key"] = key
-        if extra:
-            body["extra_body"] = dict(extra)
+        body.update(extra or {})   # extra_body.NAME: a parameter the SDK does not know, sent as given
         return body
 
     async def close(self) -> None:
@@ -56,33 +66,36 @@ class OpenAIChat:
 
     async def complete(self, request: ChatRequest) -> ProviderReply:
         async with sdk_errors(openai):
-            raw = await self.client.chat.completions.with_raw_response.create(**self._body(request))
-            completion = raw.parse()
-            if inspect.isawaitable(completion):  # the async raw response parses asynchronously in some SDKs
-                completion = await completion
-        return _reply(completion, rate_headers_subset(raw.headers))
+            response = await self.client.post(CHAT_PATH, body=self.wire_body(request), cast_to=httpx2.Response)
+            completion = response.json()
+        return read_reply(completion, rate_headers_subset(response.headers))
 
 
-def _reply(completion: Any, rate_headers: dict[str, str]) -> ProviderReply:
+def read_reply(completion: Mapping[str, Any], rate_headers: dict[str, str]) -> ProviderReply:
+    """A chat completion's JSON (as the API documents it) as the provider's reply: the first choice
+    is the answer, the others (n > 1) its further samples."""
     try:
-        choice = min(completion.choices, key=lambda c: c.index)
-        text = choice.message.content or ""
-        finish = choice.finish_reason or ""
-        if getattr(choice.message, "refusal", None):
-            finish = "refusal"  # the provider refused: an answer of the model's, scored as given
-        more = [(c.message.content or "", "refusal" if getattr(c.message, "refusal", None) else
-                 str(c.finish_reason or "")) for c in sorted(completion.choices, key=lambda c: c.index)[1:]]
-        usage = completion.usage
-        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        first, *others = sorted(completion["choices"], key=lambda c: c.get("index") or 0)
+        text, finish = _choice(first)
+        usage = completion.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
         return ProviderReply(
             text=text,
-            model_version=completion.model or "",
-            input_tokens=int(usage.prompt_tokens) if usage else 0,   # cached tokens included
-            output_tokens=int(usage.completion_tokens) if usage else 0,
-            finish_reason=str(finish),
+            model_version=str(completion.get("model") or ""),
+            input_tokens=int(usage.get("prompt_tokens") or 0),   # cached tokens included
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=finish,
             rate_headers=rate_headers,
-            cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-            more=more,
+            cache_read_tokens=int(details.get("cached_tokens") or 0),
+            more=[_choice(c) for c in others],
         )
-    except (AttributeError, IndexError, TypeError) as exc:
-        raise ProviderError("bad_response", f"response without a message: {exc}", retryable=True) from None
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ProviderError("bad_response", f"response without a message: {type(exc).__name__} {exc}",
+                            retryable=True) from None
+
+
+def _choice(choice: Mapping[str, Any]) -> tuple[str, str]:
+    """One choice's text and finish reason; a refusal is the model's answer, scored as given."""
+    message = choice["message"]
+    finish = "refusal" if message.get("refusal") else str(choice.get("finish_reason") or "")
+    return message.get("content") or "", finish
