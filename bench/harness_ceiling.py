@@ -9,9 +9,12 @@ prompt, params, JSON schema, seed, model id) through AsyncOpenAI with the aiohtt
 concurrency prefray's two lanes have together (the model's and the judge's max_concurrency).
 Median of `--repeats` pairs; the default 29 samples make 20,358 requests a run.
 
-The judge's lane sends ~5/6 of the requests, ~700 a second here: more than one process's core (the
-SDK alone spends ~2 ms of CPU a call), so it runs on `judge.gateway_processes` = 2, as a lane of a
-real provider above 6,000 rpm does on its own (engine/calls/gateway.py: lane_processes).
+The plain loop calls the SDK's typed `create` (what a user's script would); prefray sends the JSON
+body it builds through the client's `post` (half the CPU a call: bench/provider_cpu.py).
+
+The judge's lane sends ~5/6 of the requests, ~700 a second here: more than one process's core,
+so it runs on `judge.gateway_processes` = 2, as a lane of a real provider above 6,000 rpm does on
+its own (engine/calls/gateway.py: lane_processes).
 
 Usage: python bench/harness_ceiling.py [--samples 29] [--concurrency 64] [--judge-processes 2] [--repeats 3]
 """

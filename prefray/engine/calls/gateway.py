@@ -36,9 +36,10 @@ from prefray.engine.types import CallResult, ChatRequest, ModelSpec
 NAMESPACE = "prefray"
 # Answers that mean "slow down": the lane halves its in-flight window.
 PUSHBACK_CAUSES = frozenset({"rate_limit", "server_error"})
-# Requests per minute one gateway process is given at most. Measured (bench/harness_ceiling.py), a
-# process spends ~2.6 ms of CPU per call (the SDK's request building and parsing, Ray, the ledger):
-# 100 calls/s is a quarter of a core, leaving room for long prompts and answers.
+# Requests per minute one gateway process is given at most. Measured, a process spends 2.5-3.6 ms of
+# CPU per call (bench/harness_ceiling.py, bench/whole_suite.py: Ray, the HTTP exchange, the ledger;
+# the provider's part ~1 ms, bench/provider_cpu.py): 100 calls/s is a quarter to a third of a core,
+# leaving room for long prompts and answers.
 PROCESS_RPM = 6000
 
 

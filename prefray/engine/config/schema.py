@@ -173,8 +173,8 @@ class ModelSpec:
     # flight (Little's law) up to this ceiling; without one, it keeps this many.
     max_concurrency: int = key(integer(1, 10**6), 8, "calls in flight at once")
     # Processes (gateway actors) sending this model's calls; the ceiling above is split among them.
-    # One process sends a few hundred calls a second at most (the SDK's work per call is ~2 ms of
-    # CPU), so a lane faster than that needs more (see engine/calls/gateway.py: lane_processes).
+    # One process sends a few hundred calls a second at most (a few ms of CPU a call), so a lane
+    # faster than that needs more (see engine/calls/gateway.py: PROCESS_RPM, lane_processes).
     gateway_processes: int = key(integer(1, 1024), 1, "processes sending this model's calls (more with rpm above 6000)")
     price_input_per_mtok: float = key(number(minimum=0, maximum=PRICE_MAX), 0.0, "USD per million input tokens")
     price_output_per_mtok: float = key(number(minimum=0, maximum=PRICE_MAX), 0.0, "USD per million output tokens")
