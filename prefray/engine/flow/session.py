@@ -7,7 +7,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from prefray.engine.benchmark import Job
@@ -68,10 +69,36 @@ def start_ray() -> bool:
         address = os.environ.get("RAY_ADDRESS") or None
         # "local": a cluster of this launch's own, never the last one `ray start` began on this machine
         # (what ray.init joins when given no address): it ends with the launch (exits.end_process)
-        ray.init(address=address or "local", namespace=NAMESPACE, _node_ip_address=node_ip(address),
-                 log_to_driver=False, include_dashboard=False, configure_logging=False)
+        with lean_local_node(address is None):
+            ray.init(address=address or "local", namespace=NAMESPACE, _node_ip_address=node_ip(address),
+                     log_to_driver=False, include_dashboard=False, configure_logging=False)
         return address is None
     return False
+
+
+@contextmanager
+def lean_local_node(local: bool) -> Iterator[None]:
+    """While `ray.init` starts a cluster of the launch's own, its head node leaves out the two
+    processes no run of one node uses: the autoscaler monitor (nothing to scale) and the log
+    monitor (worker logs go to files; `log_to_driver=False`). `ray.init` takes no option for either,
+    so the node's parameters are given them for the length of the call (Ray 2.60's RayParams,
+    pinned in pyproject.toml; tests/test_launch_exit.py checks a launch's node runs without them)."""
+    from ray._private import parameter
+
+    plain = parameter.RayParams
+    if not local:
+        yield
+        return
+
+    def lean(*args: Any, **kwargs: Any) -> Any:
+        kwargs.update(no_monitor=True, include_log_monitor=False)
+        return plain(*args, **kwargs)
+
+    parameter.RayParams = lean
+    try:
+        yield
+    finally:
+        parameter.RayParams = plain
 
 
 def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
