@@ -35,7 +35,7 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
     run's, its last line (the found line, through a pipe) was said, every figure and table is written,
     and no process of its cluster outlives it. The cluster was not stopped in Ray's orderly way (that
     sends the raylet SIGTERM and waits for each process in turn): it ended with the process. Its
-    head node started neither the autoscaler monitor nor the log monitor."""
+    head node started neither the autoscaler monitor, the log monitor nor the API server (dashboard)."""
     mark = f"prefray-test-{uuid.uuid4().hex}"
     ray_temp = tempfile.mkdtemp(prefix="r")    # short: Ray's socket paths live under it
     env = {"RAY_ADDRESS": "", "PREFRAY_TEST_MARK": mark, "RAY_TMPDIR": ray_temp}   # no address: a cluster of its own
@@ -58,8 +58,10 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         raylet_logs = list(Path(ray_temp).glob("ray/session_*/logs/raylet.out"))
         assert raylet_logs, "the launch started no cluster of its own"
         assert all("received SIGTERM" not in log.read_text(errors="replace") for log in raylet_logs)
-        # its head node ran without the autoscaler monitor and the log monitor (session.lean_local_node)
+        # its head node ran without the autoscaler monitor, the log monitor and the API server
+        # (session.lean_local_node; the API server's logs are dashboard.*, its agent's dashboard_agent.*)
         started = {log.name.split(".")[0] for log in raylet_logs[0].parent.iterdir()}
-        assert {"gcs_server", "raylet"} <= started and not started & {"monitor", "log_monitor"}, sorted(started)
+        assert {"gcs_server", "raylet", "dashboard_agent"} <= started, sorted(started)
+        assert not started & {"monitor", "log_monitor", "dashboard"}, sorted(started)
     finally:
         shutil.rmtree(ray_temp, ignore_errors=True)

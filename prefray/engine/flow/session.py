@@ -78,27 +78,33 @@ def start_ray() -> bool:
 
 @contextmanager
 def lean_local_node(local: bool) -> Iterator[None]:
-    """While `ray.init` starts a cluster of the launch's own, its head node leaves out the two
-    processes no run of one node uses: the autoscaler monitor (nothing to scale) and the log
-    monitor (worker logs go to files; `log_to_driver=False`). `ray.init` takes no option for either,
-    so the node's parameters are given them for the length of the call (Ray 2.60's RayParams,
-    pinned in pyproject.toml; tests/test_launch_exit.py checks a launch's node runs without them)."""
-    from ray._private import parameter
+    """While `ray.init` starts a cluster of the launch's own, its head node leaves out the three
+    processes no run of one node uses: the autoscaler monitor (nothing to scale), the log monitor
+    (worker logs go to files; `log_to_driver=False`) and the API server Ray starts even with
+    `include_dashboard=False` (then serving usage statistics only; the node waits ~1 s for it before
+    starting its raylet). `ray.init` takes no option for any of them, so the node's parameters and
+    its API server's start are replaced for the length of the call (Ray 2.60's RayParams and
+    Node.start_api_server, pinned in pyproject.toml; tests/test_launch_exit.py checks a launch's node
+    runs without them)."""
+    from ray._private import node, parameter
 
-    plain = parameter.RayParams
     if not local:
         yield
         return
+    plain, api_server = parameter.RayParams, node.Node.start_api_server
 
     def lean(*args: Any, **kwargs: Any) -> Any:
         kwargs.update(no_monitor=True, include_log_monitor=False)
         return plain(*args, **kwargs)
 
-    parameter.RayParams = lean
+    def no_api_server(self: Any, **_: Any) -> None:
+        return None
+
+    parameter.RayParams, node.Node.start_api_server = lean, no_api_server
     try:
         yield
     finally:
-        parameter.RayParams = plain
+        parameter.RayParams, node.Node.start_api_server = plain, api_server
 
 
 def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
