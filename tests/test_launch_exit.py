@@ -35,7 +35,8 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
     run's, its last line (the found line, through a pipe) was said, every figure and table is written,
     and no process of its cluster outlives it. The cluster was not stopped in Ray's orderly way (that
     sends the raylet SIGTERM and waits for each process in turn): it ended with the process. Its
-    head node started neither the autoscaler monitor, the log monitor nor the API server (dashboard)."""
+    head node started neither the autoscaler monitor, the log monitor nor the API server (dashboard),
+    and its dashboard agent ran minimal (no metrics agent, no HTTP server)."""
     mark = f"prefray-test-{uuid.uuid4().hex}"
     ray_temp = tempfile.mkdtemp(prefix="r")    # short: Ray's socket paths live under it
     env = {"RAY_ADDRESS": "", "PREFRAY_TEST_MARK": mark, "RAY_TMPDIR": ray_temp}   # no address: a cluster of its own
@@ -63,5 +64,8 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         started = {log.name.split(".")[0] for log in raylet_logs[0].parent.iterdir()}
         assert {"gcs_server", "raylet", "dashboard_agent"} <= started, sorted(started)
         assert not started & {"monitor", "log_monitor", "dashboard"}, sorted(started)
+        session = raylet_logs[0].parent.parent   # the agent writes -1 for a port it does not serve
+        served = {port.name.rsplit("_", 1)[0]: port.read_text().strip() for port in session.glob("*_port_*")}
+        assert served["metrics_agent_port"] == served["dashboard_agent_listen_port"] == "-1", served
     finally:
         shutil.rmtree(ray_temp, ignore_errors=True)
