@@ -22,8 +22,9 @@ serves itself is judged by the judge option of the same name (offline runs stay 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -152,12 +153,13 @@ def default_options(conf_dir: Path) -> dict[str, str]:
     return chosen
 
 
-def _values(override: Override, options: list[str] | None, every: list[str] | None = None) -> list[str]:
+def _values(override: Override, options: list[str] | None,
+            every: Callable[[], list[str]] | None = None) -> list[str]:
     """The values one override stands for; `options` is the group's option list (or None) and
-    `every` what its `all` means."""
+    `every` gives what its `all` means (read only for `all`: it loads every option's file)."""
     value = override.value()
     if options is not None and override.value_type == ValueType.ELEMENT and str(value) == "all":
-        return list(every if every is not None else options)
+        return list(every() if every is not None else options)
     if isinstance(value, Glob):
         if options is None:
             raise SweepError(f"{override.input_line}: glob() only works on a config group")
@@ -193,7 +195,7 @@ def _parse(overrides: list[str], conf_dir: Path, multirun: bool) -> _Selection:
         key = override.key_or_group
         if key in GROUPS and not (override.is_add() or override.is_delete()):
             options = group_options(conf_dir, key)
-            values = _values(override, options, all_options(conf_dir, key))
+            values = _values(override, options, partial(all_options, conf_dir, key))
             _check_options(key, values, options + ([PAPER] if key == "model" else []))
             if not values:
                 raise SweepError(f"{override.input_line} selects no {key}")
