@@ -72,3 +72,57 @@ def test_a_gateway_process_imports_neither_pandas_nor_pyarrow_dataset():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _job(*providers: str):
+    from prefray.engine.benchmark import Job
+    from prefray.engine.types import ModelSpec
+
+    model, *roles = [ModelSpec(name=f"m{i}", provider=p, model_id=f"m{i}") for i, p in enumerate(providers)]
+    return Job("benchpres", "default", model, {f"r{i}": spec for i, spec in enumerate(roles)}, None, None)
+
+
+def test_a_launch_s_workers_preload_the_gateway_and_an_adapter_every_model_shares():
+    """One provider among the models and roles: its adapter is preloaded with the gateway; two: the
+    gateway's module alone (a gateway would import the other SDK for nothing)."""
+    from prefray.engine.flow.session import worker_modules
+
+    gateway, openai = "prefray.engine.calls.gateway", "prefray.engine.calls.providers.openai_chat"
+    anthropic = "prefray.engine.calls.providers.anthropic_messages"
+    assert worker_modules([_job("openai", "openai")]) == [gateway, openai]
+    assert worker_modules([_job("anthropic"), _job("anthropic", "anthropic")]) == [gateway, anthropic]
+    assert worker_modules([_job("openai"), _job("anthropic")]) == [gateway]
+    assert worker_modules([_job("openai", "anthropic")]) == [gateway]
+
+
+PRELOAD_SCRIPT = """
+import json, sys
+import ray
+from prefray.engine.flow.session import start_ray
+
+assert start_ray(["prefray.engine.calls.providers.openai_chat"]) is True   # a cluster of its own
+
+@ray.remote
+def imported():
+    return "prefray.engine.calls.providers.openai_chat" in sys.modules
+
+print(json.dumps(ray.get(imported.remote())))
+"""
+
+
+@pytest.mark.e2e
+def test_a_launch_s_own_cluster_starts_its_workers_with_the_modules_named():
+    """A cluster start_ray starts (no RAY_ADDRESS) gives its workers the modules to import before any
+    work: a task that imports nothing finds the adapter imported."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_TMPDIR": tempfile.mkdtemp(prefix="r")}
+    done = subprocess.run([sys.executable, "-c", PRELOAD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "true"
