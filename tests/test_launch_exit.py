@@ -60,7 +60,7 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         assert raylet_logs, "the launch started no cluster of its own"
         assert all("received SIGTERM" not in log.read_text(errors="replace") for log in raylet_logs)
         # its head node ran without the autoscaler monitor, the log monitor and the API server
-        # (session.lean_local_node; the API server's logs are dashboard.*, its agent's dashboard_agent.*)
+        # (flow/local_node.py; the API server's logs are dashboard.*, its agent's dashboard_agent.*)
         started = {log.name.split(".")[0] for log in raylet_logs[0].parent.iterdir()}
         assert {"gcs_server", "raylet", "dashboard_agent"} <= started, sorted(started)
         assert not started & {"monitor", "log_monitor", "dashboard"}, sorted(started)

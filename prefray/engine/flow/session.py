@@ -7,8 +7,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefray.engine.benchmark import Job
@@ -24,6 +23,7 @@ from prefray.engine.flow.exits import (
     cluster_ends_with_process,
     set_current_run,
 )
+from prefray.engine.flow.local_node import lean_local_node
 from prefray.engine.flow.progress import LiveProgress, watch_gateways
 from prefray.engine.flow.runner import JobRunner, Outlets, run_jobs
 from prefray.engine.logs import STDOUT
@@ -90,44 +90,6 @@ def worker_modules(jobs: Sequence[Job]) -> list[str]:
 
     adapters = provider_modules(spec for job in jobs for spec in (job.model, *job.roles.values()))
     return ["prefray.engine.calls.gateway", *(adapters if len(adapters) == 1 else [])]
-
-
-@contextmanager
-def lean_local_node(local: bool) -> Iterator[None]:
-    """While `ray.init` starts a cluster of the launch's own, its head node leaves out what no run of
-    one node uses: the autoscaler monitor (nothing to scale), the log monitor (worker logs go to
-    files; `log_to_driver=False`), the API server Ray starts even with `include_dashboard=False` (then
-    serving usage statistics only; the head waited ~1 s for its address before starting the raylet),
-    and the dashboard agent's metrics, jobs, logs and HTTP server: the agent runs in the minimal mode
-    Ray gives an install without the dashboard's packages, so it tells the raylet at once that there is
-    no metrics agent (the raylet waited ~1.2 s for its port) and binds no fixed port (52365, whose
-    holder made a second node's agent retry ~3.3 s). `ray.init` takes no option for any of these, so
-    Ray's private hooks are replaced for the length of the call (Ray 2.60's RayParams,
-    Node.start_api_server and utils.get_dashboard_dependency_error, pinned in pyproject.toml;
-    tests/test_launch_exit.py checks a launch's node runs without them)."""
-    from ray._private import node, parameter, utils
-
-    if not local:
-        yield
-        return
-    plain = parameter.RayParams, node.Node.start_api_server, utils.get_dashboard_dependency_error
-
-    def lean(*args: Any, **kwargs: Any) -> Any:
-        kwargs.update(no_monitor=True, include_log_monitor=False)
-        return plain[0](*args, **kwargs)
-
-    def no_api_server(self: Any, **_: Any) -> None:
-        return None
-
-    def minimal_agent() -> ImportError:
-        return ImportError("a launch's own node: its dashboard agent runs minimal")
-
-    parameter.RayParams, node.Node.start_api_server, utils.get_dashboard_dependency_error = (
-        lean, no_api_server, minimal_agent)
-    try:
-        yield
-    finally:
-        parameter.RayParams, node.Node.start_api_server, utils.get_dashboard_dependency_error = plain
 
 
 def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
