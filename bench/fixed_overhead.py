@@ -10,7 +10,8 @@ The calls' own time is the fake server's span from the first request admitted to
 `--before DIR` runs the same launch from another checkout of prefray (e.g. `git archive COMMIT |
 tar -x -C DIR`), alternately with this one, so both see the same load; each run prints the
 machine's load average when it starts, and "port" when another Ray node held the dashboard agent's
-port 52365 then (the launch's cluster then waits ~3.3 s for its agent: ray.init cannot move the port).
+port 52365 then (code before engine/flow/local_node.py's minimal agent then waited ~3.3 s for its
+agent; a launch's own node now binds no fixed port).
 
 Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [extra launch overrides...]
 """
