@@ -51,3 +51,16 @@ def test_two_benchmarks_each_have_their_own_condition_of_one_name(twin):
     # benchmark=all is the built-in suite: a plugin runs by name or with glob(*)
     assert twin not in {j.benchmark for j in expand(["benchmark=all", "condition=all"], CONF, multirun=True)}
     assert twin in {j.benchmark for j in expand(["benchmark=glob(*)", "condition=all"], CONF, multirun=True)}
+
+
+def test_composing_registers_the_benchmarks_its_override_lists_name():
+    """Hydra is given the benchmarks composed (each list's `benchmark=NAME`, else config.yaml's
+    default: benchpres), or every installed one when a list chooses it another way."""
+    from prefray.app.compose import benchmarks_named
+
+    assert benchmarks_named([["benchmark=cupid", "model=fake"], ["model=fake", "benchmark.limit=3"]],
+                            CONF) == {"cupid", "benchpres"}
+    assert benchmarks_named([["benchmark=prisk_irp"], ["benchmark=prisk_irp", "judge=fake"]], CONF) == {"prisk_irp"}
+    assert benchmarks_named([["+benchmark=cupid"]], CONF) is None
+    assert benchmarks_named([["benchmark=cupid,benchpres"]], CONF) is None
+    assert benchmarks_named([["~benchmark"]], CONF) is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -133,13 +134,14 @@ def load(name: str) -> Benchmark:
     return loaded
 
 
-def register() -> None:
-    """Every installed benchmark and its conditions as options of Hydra's config store."""
+def register(names: Iterable[str] | None = None) -> None:
+    """These installed benchmarks (default: every one) and their conditions as options of Hydra's
+    config store (each reads its config and every condition's file)."""
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
     store = ConfigStore.instance()
-    for name in installed():
+    for name in installed() if names is None else sorted(set(names) & set(installed())):
         store.store(group="benchmark", name=name, node=OmegaConf.create(_benchmark_config(name)))
         for condition in conditions(name)[0]:
             store.store(group=f"condition/{name}", name=condition,

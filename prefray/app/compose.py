@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prefray.app import catalog
-from prefray.app.sweep import JobChoice, SweepError, expand
+from prefray.app.sweep import JobChoice, SweepError, default_options, expand
 from prefray.engine.benchmark import Benchmark, Job
 from prefray.engine.config.schema import RunConfig, file_defaults
 from prefray.engine.rundir.layout import RunDir
@@ -106,7 +106,7 @@ def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[
     from omegaconf.errors import OmegaConfBaseException
 
     configs = []
-    catalog.register()  # the installed benchmarks and their conditions become Hydra options
+    catalog.register(benchmarks_named(override_lists, conf))  # they and their conditions become Hydra options
     with initialize_config_dir(str(conf), version_base="1.3"):
         for overrides in override_lists:
             try:
@@ -116,6 +116,20 @@ def compose_overrides(override_lists: list[list[str]], conf: Path) -> list[dict[
             except (HydraException, OmegaConfBaseException) as exc:
                 raise SweepError(f"{' '.join(overrides)}: {exc}".replace("\n", " ")) from None
     return configs
+
+
+def benchmarks_named(override_lists: list[list[str]], conf: Path) -> set[str] | None:
+    """The benchmarks these override lists compose: each list's `benchmark=NAME`, else config.yaml's
+    default; None (every installed one) when a list chooses it another way (`+benchmark=`, a sweep)."""
+    names: set[str] = set()
+    default = functools.cache(lambda: default_options(conf).get("benchmark"))
+    for overrides in override_lists:
+        chosen = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "benchmark"]
+        plain = [o.removeprefix("benchmark=") for o in chosen if re.fullmatch(r"benchmark=[\w.-]+", o)]
+        if len(plain) != len(chosen) or not (plain or default()):
+            return None
+        names.update(plain or [default()])
+    return names
 
 
 MODEL_GROUPS = ("model", "judge")
