@@ -115,14 +115,18 @@ def test_a_launch_s_own_cluster_starts_its_workers_with_the_modules_named():
     """A cluster start_ray starts (no RAY_ADDRESS) gives its workers the modules to import before any
     work: a task that imports nothing finds the adapter imported."""
     import os
+    import shutil
     import subprocess
     import sys
     import tempfile
 
     from tests.conftest import ROOT
 
-    env = {**os.environ, "RAY_ADDRESS": "", "RAY_TMPDIR": tempfile.mkdtemp(prefix="r")}
-    done = subprocess.run([sys.executable, "-c", PRELOAD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
+    ray_temp = tempfile.mkdtemp(prefix="r")    # short: Ray's socket paths live under it
+    try:
+        done = subprocess.run([sys.executable, "-c", PRELOAD_SCRIPT], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "RAY_ADDRESS": "", "RAY_TMPDIR": ray_temp}, timeout=300)
+    finally:
+        shutil.rmtree(ray_temp, ignore_errors=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "true"
