@@ -74,25 +74,22 @@ def test_a_gateway_process_imports_neither_pandas_nor_pyarrow_dataset():
     assert done.stdout.strip() == "[]"
 
 
-def _job(*providers: str):
-    from prefray.engine.benchmark import Job
+def _specs(*providers: str):
     from prefray.engine.types import ModelSpec
 
-    model, *roles = [ModelSpec(name=f"m{i}", provider=p, model_id=f"m{i}") for i, p in enumerate(providers)]
-    return Job("benchpres", "default", model, {f"r{i}": spec for i, spec in enumerate(roles)}, None, None)
+    return [ModelSpec(name=f"m{i}", provider=p, model_id=f"m{i}") for i, p in enumerate(providers)]
 
 
 def test_a_launch_s_workers_preload_the_gateway_and_an_adapter_every_model_shares():
-    """One provider among the models and roles: its adapter is preloaded with the gateway; two: the
+    """One provider among the models (evaluated and roles): its adapter is preloaded with the gateway; two: the
     gateway's module alone (a gateway would import the other SDK for nothing)."""
     from prefray.engine.flow.session import worker_modules
 
     gateway, openai = "prefray.engine.calls.gateway", "prefray.engine.calls.providers.openai_chat"
     anthropic = "prefray.engine.calls.providers.anthropic_messages"
-    assert worker_modules([_job("openai", "openai")]) == [gateway, openai]
-    assert worker_modules([_job("anthropic"), _job("anthropic", "anthropic")]) == [gateway, anthropic]
-    assert worker_modules([_job("openai"), _job("anthropic")]) == [gateway]
-    assert worker_modules([_job("openai", "anthropic")]) == [gateway]
+    assert worker_modules(_specs("openai", "openai")) == [gateway, openai]
+    assert worker_modules(_specs("anthropic", "anthropic", "anthropic")) == [gateway, anthropic]
+    assert worker_modules(_specs("openai", "anthropic")) == [gateway]
 
 
 PRELOAD_SCRIPT = """

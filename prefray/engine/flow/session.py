@@ -32,6 +32,7 @@ from prefray.engine.results.manifest import append_manifest
 from prefray.engine.results.request_store import compact_requests
 from prefray.engine.rundir.paid import compact_paid
 from prefray.engine.sweep import Sweep
+from prefray.engine.types import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +82,16 @@ def start_ray(preload: Sequence[str] = ()) -> bool:
     return False
 
 
-def worker_modules(jobs: Sequence[Job]) -> list[str]:
+def worker_modules(specs: Sequence[ModelSpec]) -> list[str]:
     """What every worker of a launch's own cluster imports as it starts: the gateway's module, and
-    its models' adapter when they all have the same one (with two, each gateway would import an SDK
+    the models' adapter when they all have the same one (with two, each gateway would import an SDK
     it never calls, ~2.5 s of CPU for Anthropic's; the other workers, a lane's limiter and the
     budget, import them too)."""
+    from prefray.engine.calls import gateway
     from prefray.engine.calls.providers import provider_modules
 
-    adapters = provider_modules(spec for job in jobs for spec in (job.model, *job.roles.values()))
-    return ["prefray.engine.calls.gateway", *(adapters if len(adapters) == 1 else [])]
+    adapters = provider_modules(specs)
+    return [gateway.__name__, *(adapters if len(adapters) == 1 else [])]
 
 
 def stop_ray_meanwhile(started: bool) -> threading.Thread | None:
@@ -197,7 +199,8 @@ def _run_owned(sweep: Sweep) -> int:
     replay = load_replay(run)
     append_manifest(run, manifest_entries(sweep.configs), secret_envs(jobs))
     estimate = lanes_estimated_meanwhile(sweep)   # while Ray starts
-    started = start_ray(worker_modules(jobs))
+    specs = [spec for job in jobs for spec in (job.model, *job.roles.values())]   # with repeats
+    started = start_ray(worker_modules(specs))
     if sweep.run.plots and sweep.run.figures != "none":
         from prefray.engine.results.plots import import_pyplot_meanwhile
 
@@ -209,7 +212,7 @@ def _run_owned(sweep: Sweep) -> int:
             outlets = Outlets.of(run, progress=progress.update, cache=cache)
             budget = budget_actor(sweep.run.budget_usd)
             gateways = Gateways(budget=budget, run_dir=run, replay=replay, niceness=estimate().niceness())
-            gateways.start(spec for job in jobs for spec in (job.model, *job.roles.values()))
+            gateways.start(specs)
             gateways = with_batch_tier(gateways, run, sweep.run)  # models in tier batch
             feed = progress.add_calls if show else None
             asked: dict[tuple[str, str, str], dict[tuple[str, str], set[str]]] = {}
