@@ -42,3 +42,41 @@ def test_a_gcs_that_cannot_be_asked_leaves_the_lookup_to_ray(monkeypatch):
     asked = []
     assert local_node._once_registered(lambda *args: asked.append(args) or "info")("127.0.0.1:1", "ab") == "info"
     assert asked == [("127.0.0.1:1", "ab")]
+
+
+def test_the_runtime_env_agent_s_port_is_chosen_above_the_ephemeral_range(tmp_path, monkeypatch):
+    """A port the kernel never gives a socket that asks for any port (above ip_local_port_range),
+    free when chosen; none when the range reaches the last port or cannot be read (Ray's own wait)."""
+    import socket
+
+    from prefray.engine.flow import local_node
+
+    ranges = tmp_path / "ip_local_port_range"
+    monkeypatch.setattr(local_node, "EPHEMERAL_RANGE", str(ranges))
+    ranges.write_text("32768\t60999\n")
+    chosen = {local_node._port_no_socket_is_given() for _ in range(5)}
+    assert all(port is not None and 60999 < port <= 65535 for port in chosen), chosen
+    with socket.socket() as probe:   # free: it can be bound
+        probe.bind(("", chosen.pop()))
+    ranges.write_text("1024\t65535\n")
+    assert local_node._port_no_socket_is_given() is None
+    ranges.unlink()
+    assert local_node._port_no_socket_is_given() is None
+
+
+def test_a_port_already_taken_above_the_range_is_not_chosen(tmp_path, monkeypatch):
+    """With only the last port above the range, and it held by a listening socket: none is chosen."""
+    import socket
+
+    from prefray.engine.flow import local_node
+
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("1024 65534\n")
+    monkeypatch.setattr(local_node, "EPHEMERAL_RANGE", str(ranges))
+    with socket.socket() as held:
+        try:
+            held.bind(("", 65535))
+            held.listen()
+        except OSError:   # held already by another process: as taken
+            pass
+        assert local_node._port_no_socket_is_given() is None
