@@ -13,7 +13,13 @@ machine's load average when it starts, and "port" when another Ray node held the
 port 52365 then (code before engine/flow/local_node.py's minimal agent then waited ~3.3 s for its
 agent; a launch's own node now binds no fixed port).
 
-Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [extra launch overrides...]
+`--cached-bytecode` runs each launch as a default Python does after its first run, with prefray's
+compiled modules cached (__pycache__, compiled first for each tree). Without it the launches run in
+this environment as it is; where it sets PYTHONDONTWRITEBYTECODE (this machine's does), prefray,
+installed editable, is compiled from source by every process of every launch (~0.15 s of CPU in the
+driver and in each gateway), which the bench then says.
+
+Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [--cached-bytecode] [extra launch overrides...]
 """
 
 from __future__ import annotations
@@ -40,7 +46,21 @@ def agent_port_taken() -> bool:
         return sock.connect_ex(("127.0.0.1", AGENT_PORT)) == 0
 
 
-def one(tree: Path, extra: list[str]) -> dict:
+def launch_env(tree: Path, cached_bytecode: bool) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if cached_bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compile_tree(tree: Path) -> None:
+    """Cache the compiled modules of `tree`'s prefray, as its first launch would."""
+    import compileall
+
+    compileall.compile_dir(str(tree / "prefray"), quiet=1)
+
+
+def one(tree: Path, extra: list[str], cached_bytecode: bool = False) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     load, taken = os.getloadavg()[0], agent_port_taken()
     with fake_server() as port:
@@ -49,8 +69,7 @@ def one(tree: Path, extra: list[str]) -> dict:
         done = subprocess.run([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
                                "limit=1", f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
                                "run.cache=false", "run.progress=false", *extra],
-                              cwd=tree, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(tree)})
+                              cwd=tree, capture_output=True, text=True, env=launch_env(tree, cached_bytecode))
         ended = time.time()
         server = stats(port)
     if done.returncode != 0:
@@ -85,13 +104,23 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", type=Path, help="another checkout of prefray, run alternately with this one")
+    parser.add_argument("--cached-bytecode", action="store_true",
+                        help="run with prefray's compiled modules cached, as a default Python after a first run")
     args, extra = parser.parse_known_args()
     trees = {"before": args.before.resolve(), "this": ROOT} if args.before else {"this": ROOT}
+    if args.cached_bytecode:
+        for tree in trees.values():
+            compile_tree(tree)
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     for _ in range(args.repeats):
         for name, tree in trees.items():
-            runs[name].append(one(tree, extra))
+            runs[name].append(one(tree, extra, args.cached_bytecode))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    if args.cached_bytecode:
+        print("bytecode: prefray's compiled modules cached (--cached-bytecode), as a default Python after a first run")
+    elif os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("bytecode: PYTHONDONTWRITEBYTECODE is set here, so every process compiles prefray's modules "
+              "from source (a default Python caches them: --cached-bytecode)")
     for name, measured in runs.items():
         show(f"{name} ({trees[name]})", measured)
 
