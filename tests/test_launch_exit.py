@@ -4,12 +4,10 @@ cluster's processes with it (engine/flow/exits.py's end_process)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -29,15 +27,6 @@ def _marked(mark: str) -> list[int]:
         except OSError:   # gone meanwhile, or not ours to read
             continue
     return found
-
-
-def _first_stamp(log: Path, text: str) -> datetime:
-    """When the first line of a Ray log holding `text` was written (its timestamp, to the millisecond)."""
-    for line in log.read_text(errors="replace").splitlines():
-        found = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})", line[:40])
-        if found and text in line:
-            return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
-    raise AssertionError(f"no line holding {text!r} in {log}")
 
 
 @pytest.mark.e2e
@@ -78,13 +67,5 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         session = raylet_logs[0].parent.parent   # the agent writes -1 for a port it does not serve
         served = {port.name.rsplit("_", 1)[0]: port.read_text().strip() for port in session.glob("*_port_*")}
         assert served["metrics_agent_port"] == served["dashboard_agent_listen_port"] == "-1", served
-        # the raylet registered without waiting for either agent's start (their ports were known
-        # ahead), and the runtime env agent's port was one the kernel gives no socket by itself
-        logs = raylet_logs[0].parent
-        registered = _first_stamp(logs / "raylet.out", "Raylet of id")
-        assert registered < _first_stamp(logs / "runtime_env_agent.log", "Starting runtime env agent")
-        assert registered < _first_stamp(logs / "dashboard_agent.log", "")
-        highest_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[1])
-        assert highest_ephemeral < int(served["runtime_env_agent_port"]) <= 65535, served
     finally:
         shutil.rmtree(ray_temp, ignore_errors=True)

@@ -15,32 +15,19 @@ Left out (each measured on two cores; docs/performance.md):
   raylet at once there is no metrics agent (the raylet waited ~1.2 s for its port) and binds no
   fixed port (52365, whose holder made a second node's agent retry ~3.3 s). Without a dashboard its
   event module asks for one's address once a second (a line in the node's own agent log).
-Waited for no longer than needed:
-- the agents' ports: the raylet waits for each agent to write its ports to a file before it registers,
-  ~1 s of each agent importing Ray. The minimal agent's are known ahead (-1: it serves neither
-  metrics nor HTTP; its metrics exporter's port is read as -1 today too, the agent writing it only
-  later), so they are written before the raylet starts; the runtime env agent's port is chosen ahead
-  (`RayParams(runtime_env_agent_port)`, `ray start --runtime-env-agent-port`), above the kernel's
-  ephemeral range so no socket is given it meanwhile. The raylet then registers at once and starts
-  its first workers while the agents import (a worker without a runtime env never asks the agent);
-- the raylet's registration: Ray asks for the node once a second, so a raylet that registers at
-  1.2 s is seen at ~2.1 s; this asks every 20 ms first (`services.get_node`).
+Waited for more closely: the raylet's registration. Ray asks for the node once a second, so a raylet
+that registers at 1.2 s is seen at ~2.1 s; this asks every 20 ms first (`services.get_node`).
 """
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 REGISTERED_POLL_S = 0.02
 REGISTERED_WAIT_S = 30.0   # Ray's own wait for a raylet (Node.__init__'s raylet_start_wait_time_s)
-PORT_TRIES = 20
-EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 @contextmanager
@@ -51,9 +38,8 @@ def lean_local_node(local: bool) -> Iterator[None]:
         return
     from ray._private import node, parameter, services, utils
 
-    hooks = [(parameter, "RayParams", _lean_params(parameter.RayParams)),
+    hooks = [(parameter, "RayParams", _without_monitors(parameter.RayParams)),
              (node.Node, "start_api_server", _no_api_server),
-             (node.Node, "start_raylet", _agent_ports_written_first(node.Node.start_raylet)),
              (utils, "get_dashboard_dependency_error", _minimal_agent),
              (services, "get_node", _once_registered(services.get_node))]
     plain = [(owner, name, getattr(owner, name)) for owner, name, _ in hooks]
@@ -66,44 +52,11 @@ def lean_local_node(local: bool) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def _lean_params(params: Any) -> Any:
-    """RayParams without the monitors, and with the runtime env agent's port chosen ahead (if one is free)."""
+def _without_monitors(params: Any) -> Any:
     def lean(*args: Any, **kwargs: Any) -> Any:
         kwargs.update(no_monitor=True, include_log_monitor=False)
-        if kwargs.get("runtime_env_agent_port") is None:
-            kwargs["runtime_env_agent_port"] = _port_no_socket_is_given()
         return params(*args, **kwargs)
     return lean
-
-
-def _port_no_socket_is_given() -> int | None:
-    """A free TCP port above the kernel's ephemeral range (which the kernel never gives a socket
-    that asks for any port), or None (the agent then binds any port and Ray waits for it)."""
-    try:
-        highest_ephemeral = int(Path(EPHEMERAL_RANGE).read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    for port in random.sample(range(highest_ephemeral + 1, 65536), min(PORT_TRIES, 65535 - highest_ephemeral)):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("", port))
-            except OSError:
-                continue
-            return port
-    return None
-
-
-def _agent_ports_written_first(start_raylet: Any) -> Any:
-    """Ray's `Node.start_raylet`, after writing the ports the minimal dashboard agent writes as it
-    starts (-1: not served), so the raylet needn't wait for that agent's imports to read them."""
-    def start_raylet_with_agent_ports(self: Any, *args: Any, **kwargs: Any) -> Any:
-        from ray import _raylet
-
-        for name in (_raylet.METRICS_AGENT_PORT_NAME, _raylet.METRICS_EXPORT_PORT_NAME,
-                     _raylet.DASHBOARD_AGENT_LISTEN_PORT_NAME):
-            _raylet.persist_port(self.get_session_dir_path(), self.node_id, name, -1)
-        return start_raylet(self, *args, **kwargs)
-    return start_raylet_with_agent_ports
 
 
 def _no_api_server(self: Any, **_: Any) -> None:
