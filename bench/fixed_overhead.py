@@ -13,6 +13,12 @@ machine's load average when it starts, and "port" when another Ray node held the
 port 52365 then (code before engine/flow/local_node.py's minimal agent then waited ~3.3 s for its
 agent; a launch's own node now binds no fixed port).
 
+With `--before`, it ends with each pair's ratio (this / before, the two run back to back) of the
+time beyond the calls and of the machine's CPU over the launch (/proc/stat, every process: the
+launch, Ray's, the fake server's), their median and its 95% bootstrap interval: an interval that
+holds 1 is a change these runs cannot tell from the machine's noise (the same code measured 5.4-7.4 s
+beyond its calls within one set of eight here).
+
 `--cached-bytecode` runs each launch as a default Python does after its first run, with prefray's
 compiled modules cached (__pycache__, compiled first for each tree). Without it the launches run in
 this environment as it is; where it sets PYTHONDONTWRITEBYTECODE (this machine's does), prefray,
@@ -60,17 +66,24 @@ def compile_tree(tree: Path) -> None:
     compileall.compile_dir(str(tree / "prefray"), quiet=1)
 
 
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy so far (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as handle:
+        ticks = [int(x) for x in handle.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def one(tree: Path, extra: list[str], cached_bytecode: bool = False) -> dict:
     run_dir = Path(tempfile.mkdtemp()) / "run"
     load, taken = os.getloadavg()[0], agent_port_taken()
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
-        began = time.time()
+        began, busy = time.time(), busy_cpu_s()
         done = subprocess.run([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
                                "limit=1", f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
                                "run.cache=false", "run.progress=false", *extra],
                               cwd=tree, capture_output=True, text=True, env=launch_env(tree, cached_bytecode))
-        ended = time.time()
+        ended, busy = time.time(), busy_cpu_s() - busy
         server = stats(port)
     if done.returncode != 0:
         raise SystemExit(f"launch failed:\n{done.stdout}\n{done.stderr}")
@@ -83,8 +96,8 @@ def one(tree: Path, extra: list[str], cached_bytecode: bool = False) -> dict:
     steps = {"python + imports": marks["imported"] - began, **spans,
              "exit": ended - marks["main done"]}
     return {"wall": wall, "calls": calls, "requests": sum(server.get("by_model", {}).values()),
-            "beyond": wall - calls, "steps": steps, "figures": len(list((run_dir / "plots").glob("*.png"))),
-            "load": load, "port": taken}
+            "beyond": wall - calls, "cpu": busy, "steps": steps,
+            "figures": len(list((run_dir / "plots").glob("*.png"))), "load": load, "port": taken}
 
 
 def show(name: str, runs: list[dict]) -> None:
@@ -94,6 +107,9 @@ def show(name: str, runs: list[dict]) -> None:
     print(f"{name}: median of {len(runs)} by time beyond the calls (runs in order: {beyond} s)")
     print(f"  wall {r['wall']:.2f} s, calls {r['calls']:.2f} s ({r['requests']} requests), "
           f"beyond the calls {r['beyond']:.2f} s (goal <= 5), {r['figures']} figure(s), load {r['load']:.1f}")
+    listed = ", ".join(f"{x['cpu']:.2f}" for x in runs)
+    print(f"  the machine's CPU over the launch: median {statistics.median(x['cpu'] for x in runs):.2f} s "
+          f"(runs: {listed})")
     for step, seconds in r["steps"].items():
         print(f"    {step:<32} {seconds:6.2f} s")
     print(f"  (steps overlap: the jobs include closing the gateways, aggregation includes the figures; "
@@ -123,6 +139,22 @@ def main() -> None:
               "from source (a default Python caches them: --cached-bytecode)")
     for name, measured in runs.items():
         show(f"{name} ({trees[name]})", measured)
+    if args.before:
+        compare(runs["before"], runs["this"])
+
+
+def compare(before: list[dict], this: list[dict]) -> None:
+    """Each pair's ratio this / before (the two run back to back, so a slow spell of the machine
+    touches both), their median and its 95% bootstrap interval: an interval that holds 1 is a
+    change these runs cannot tell from the machine's noise."""
+    from scipy.stats import bootstrap
+
+    for key, what in (("beyond", "beyond the calls"), ("cpu", "the machine's CPU")):
+        ratios = [after[key] / earlier[key] for earlier, after in zip(before, this)]
+        low, high = bootstrap((ratios,), statistics.median, n_resamples=2000, method="percentile",
+                              random_state=0).confidence_interval
+        print(f"this / before, {what}: median of {len(ratios)} pairs {statistics.median(ratios):.3f}, "
+              f"95% interval {low:.3f}-{high:.3f} (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
 
 
 if __name__ == "__main__":
