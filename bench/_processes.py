@@ -54,7 +54,7 @@ def cpu_s(pid: int) -> float | None:
 
 def kind_of(pid: int, driver: int) -> str:
     """driver, gateway, ray worker (another actor: a limiter, the budget), ray <name> (its own
-    processes), fake server, or other."""
+    processes and agents), fake server, or other."""
     if pid == driver:
         return "driver"
     try:
@@ -66,6 +66,8 @@ def kind_of(pid: int, driver: int) -> str:
         return "fake server"
     if command.startswith("ray::Gateway"):
         return "gateway"
+    if command.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
+        return "ray " + command.split()[0].removeprefix("ray::")
     if command.startswith("ray::"):
         return "ray worker"
     if "ray" in command:   # Ray's own: gcs_server, raylet, its agents (python scripts), by name

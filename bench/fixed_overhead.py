@@ -25,7 +25,11 @@ this environment as it is; where it sets PYTHONDONTWRITEBYTECODE (this machine's
 installed editable, is compiled from source by every process of every launch (~0.15 s of CPU in the
 driver and in each gateway), which the bench then says.
 
-Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [--cached-bytecode] [extra launch overrides...]
+`--timeline` also samples every 50 ms the CPU of each process of the launch (the driver, the
+gateways, Ray's own by name, the fake server) and the machine's busy cores in each quarter second.
+
+Usage: python bench/fixed_overhead.py [--repeats 3] [--before DIR] [--cached-bytecode] [--timeline]
+       [extra launch overrides...]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,21 +78,58 @@ def busy_cpu_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def one(tree: Path, extra: list[str], cached_bytecode: bool = False) -> dict:
+class CoresBusy:
+    """The machine's busy cores in each TIMELINE_S of a launch, from /proc/stat read every SAMPLE_S."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append((time.time(), busy_cpu_s()))
+            time.sleep(SAMPLE_S)
+
+    def buckets(self, began: float) -> list[float]:
+        found = []
+        for lo in range(int((self.samples[-1][0] - began) / TIMELINE_S) + 1):
+            inside = [x for x in self.samples if lo * TIMELINE_S <= x[0] - began < (lo + 1) * TIMELINE_S]
+            if len(inside) >= 2:
+                found.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))
+        return found
+
+
+SAMPLE_S = 0.05
+TIMELINE_S = 0.25
+
+
+def one(tree: Path, extra: list[str], cached_bytecode: bool = False, timeline: bool = False) -> dict:
+    from _processes import TreeWatch
+
     run_dir = Path(tempfile.mkdtemp()) / "run"
     load, taken = os.getloadavg()[0], agent_port_taken()
     with fake_server() as port:
         url = f"http://127.0.0.1:{port}/v1"
         began, busy = time.time(), busy_cpu_s()
-        done = subprocess.run([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake", "judge=fake",
-                               "limit=1", f"model.base_url={url}", f"judge.base_url={url}", f"run.dir={run_dir}",
-                               "run.cache=false", "run.progress=false", *extra],
-                              cwd=tree, capture_output=True, text=True, env=launch_env(tree, cached_bytecode))
+        cores, watch = CoresBusy(), None
+        if timeline:
+            cores.thread.start()
+        launched = subprocess.Popen([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake",
+                                     "judge=fake", "limit=1", f"model.base_url={url}", f"judge.base_url={url}",
+                                     f"run.dir={run_dir}", "run.cache=false", "run.progress=false", *extra],
+                                    cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=launch_env(tree, cached_bytecode))
+        if timeline:   # every process of the launch, every SAMPLE_S (its own CPU perturbs the launch a little)
+            watch = TreeWatch(os.getpid(), every_s=SAMPLE_S, driver=launched.pid).start()
+        stdout, stderr = launched.communicate()
         ended, busy = time.time(), busy_cpu_s() - busy
+        cores.stop.set()
+        by_kind = watch.finish() if watch else {}
         server = stats(port)
-    if done.returncode != 0:
-        raise SystemExit(f"launch failed:\n{done.stdout}\n{done.stderr}")
-    line = next(x for x in done.stderr.splitlines() if x.startswith("TIMINGS "))
+    if launched.returncode != 0:
+        raise SystemExit(f"launch failed:\n{stdout}\n{stderr}")
+    line = next(x for x in stderr.splitlines() if x.startswith("TIMINGS "))
     timings = json.loads(line.removeprefix("TIMINGS "))
     marks, spans = timings["marks"], timings["spans"]
     firsts, lasts = server.get("first_admitted_at", {}), server.get("last_admitted_at", {})
@@ -97,7 +139,8 @@ def one(tree: Path, extra: list[str], cached_bytecode: bool = False) -> dict:
              "exit": ended - marks["main done"]}
     return {"wall": wall, "calls": calls, "requests": sum(server.get("by_model", {}).values()),
             "beyond": wall - calls, "cpu": busy, "steps": steps,
-            "figures": len(list((run_dir / "plots").glob("*.png"))), "load": load, "port": taken}
+            "figures": len(list((run_dir / "plots").glob("*.png"))), "load": load, "port": taken,
+            "cores busy": cores.buckets(began) if timeline else [], "cpu by kind": by_kind}
 
 
 def show(name: str, runs: list[dict]) -> None:
@@ -112,6 +155,10 @@ def show(name: str, runs: list[dict]) -> None:
           f"(runs: {listed})")
     for step, seconds in r["steps"].items():
         print(f"    {step:<32} {seconds:6.2f} s")
+    for kind, used in sorted(r["cpu by kind"].items(), key=lambda item: -item[1]["cpu_s"]):
+        print(f"    CPU of {kind:<25} {used['cpu_s']:6.2f} s over {used['processes']} process(es)")
+    if r["cores busy"]:
+        print(f"  cores busy in each {TIMELINE_S} s of that run: " + " ".join(f"{x:.1f}" for x in r["cores busy"]))
     print(f"  (steps overlap: the jobs include closing the gateways, aggregation includes the figures; "
           f"median wall over runs: {statistics.median(x['wall'] for x in runs):.2f} s)")
 
@@ -120,6 +167,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", type=Path, help="another checkout of prefray, run alternately with this one")
+    parser.add_argument("--timeline", action="store_true",
+                        help="sample the launch's processes and the machine's busy cores every 50 ms")
     parser.add_argument("--cached-bytecode", action="store_true",
                         help="run with prefray's compiled modules cached, as a default Python after a first run")
     args, extra = parser.parse_known_args()
@@ -130,7 +179,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     for _ in range(args.repeats):
         for name, tree in trees.items():
-            runs[name].append(one(tree, extra, args.cached_bytecode))
+            runs[name].append(one(tree, extra, args.cached_bytecode, args.timeline))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.cached_bytecode:
         print("bytecode: prefray's compiled modules cached (--cached-bytecode), as a default Python after a first run")
