@@ -200,10 +200,14 @@ def compare(before: list[dict], this: list[dict]) -> None:
 
     for key, what in (("beyond", "beyond the calls"), ("cpu", "the machine's CPU")):
         ratios = [after[key] / earlier[key] for earlier, after in zip(before, this)]
+        pairs = ", ".join(f"{r:.2f}" for r in ratios)
+        if len(ratios) < 3:   # too few pairs for an interval
+            print(f"this / before, {what}: pairs {pairs} (an interval needs --repeats 3 or more)")
+            continue
         low, high = bootstrap((ratios,), statistics.median, n_resamples=2000, method="percentile",
                               random_state=0).confidence_interval
         print(f"this / before, {what}: median of {len(ratios)} pairs {statistics.median(ratios):.3f}, "
-              f"95% interval {low:.3f}-{high:.3f} (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+              f"95% interval {low:.3f}-{high:.3f} (pairs: {pairs})")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,10 +24,9 @@ from pathlib import Path
 from _common import ROOT
 
 CHILD = r"""
-import json, os, re, sys, time
+import json, os, re, time
 from datetime import datetime
 from pathlib import Path
-began = time.time()
 import ray
 from prefray.engine.flow.session import start_ray
 imported = time.time()
@@ -63,7 +63,7 @@ def one(tree: Path) -> dict:
     line = next((x for x in done.stdout.splitlines() if x.startswith("RAYSTART ")), None)
     if line is None:
         raise SystemExit(f"Ray's start failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    subprocess.run(["rm", "-rf", temp], check=False)
+    shutil.rmtree(temp, ignore_errors=True)
     return json.loads(line.removeprefix("RAYSTART "))
 
 
