@@ -32,3 +32,5 @@ _.cache_hit_rate  # noqa: B018
 # Settings keys the commands read from the composed config (app/catalog.py: conditions,
 # app/compose.py: role_models), typed so that a launch checks them.
 _.default_condition, _.extractor  # noqa: B018
+# The runtime env agent's stand-in (engine/flow/node_agents.py): http.server calls its handler's methods by name.
+_.do_POST, _.log_message, _.log_request  # noqa: B018

@@ -66,12 +66,15 @@ def kind_of(pid: int, driver: int) -> str:
         return "fake server"
     if command.startswith("ray::Gateway"):
         return "gateway"
+    words = command.split()
+    script = next((i for i, word in enumerate(words) if word.endswith("node_agents.py")), None)
+    if script is not None and script + 1 < len(words):   # a launch's own node: stand-ins for Ray's agents
+        return f"ray {words[script + 1]} agent (stand-in)"
     if command.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
         return "ray " + command.split()[0].removeprefix("ray::")
     if command.startswith("ray::"):
         return "ray worker"
     if "ray" in command:   # Ray's own: gcs_server, raylet, its agents (python scripts), by name
-        words = command.split()
         name = os.path.basename(words[0]) if words else ""
         if name.startswith("python") and len(words) > 1:
             name = os.path.basename(words[1])

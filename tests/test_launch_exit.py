@@ -36,7 +36,8 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
     and no process of its cluster outlives it. The cluster was not stopped in Ray's orderly way (that
     sends the raylet SIGTERM and waits for each process in turn): it ended with the process. Its
     head node started neither the autoscaler monitor, the log monitor nor the API server (dashboard),
-    and its dashboard agent ran minimal (no metrics agent, no HTTP server)."""
+    and its two agents were prefray's stand-ins (engine/flow/node_agents.py: no metrics agent, no HTTP
+    server, no runtime environments)."""
     mark = f"prefray-test-{uuid.uuid4().hex}"
     ray_temp = tempfile.mkdtemp(prefix="r")    # short: Ray's socket paths live under it
     env = {"RAY_ADDRESS": "", "PREFRAY_TEST_MARK": mark, "RAY_TMPDIR": ray_temp}   # no address: a cluster of its own
@@ -64,6 +65,8 @@ def test_a_launch_with_its_own_cluster_exits_with_its_run_written_and_the_cluste
         started = {log.name.split(".")[0] for log in raylet_logs[0].parent.iterdir()}
         assert {"gcs_server", "raylet", "dashboard_agent"} <= started, sorted(started)
         assert not started & {"monitor", "log_monitor", "dashboard"}, sorted(started)
+        for agent, log in (("dashboard", "dashboard_agent.err"), ("runtime-env", "runtime_env_agent.err")):
+            assert f"stand-in for Ray's {agent} agent" in (raylet_logs[0].parent / log).read_text()
         session = raylet_logs[0].parent.parent   # the agent writes -1 for a port it does not serve
         served = {port.name.rsplit("_", 1)[0]: port.read_text().strip() for port in session.glob("*_port_*")}
         assert served["metrics_agent_port"] == served["dashboard_agent_listen_port"] == "-1", served

@@ -10,21 +10,28 @@ Left out (each measured on two cores; docs/performance.md):
   `log_to_driver=False`): `RayParams(no_monitor, include_log_monitor)`;
 - the API server Ray starts even with `include_dashboard=False`, then serving usage statistics
   only; the head waited ~1 s for its address before starting the raylet (`Node.start_api_server`);
-- the dashboard agent's metrics, jobs, logs and HTTP server: it runs in the minimal mode Ray gives an
-  install without the dashboard's packages (`utils.get_dashboard_dependency_error`), so it tells the
-  raylet at once there is no metrics agent (the raylet waited ~1.2 s for its port) and binds no
-  fixed port (52365, whose holder made a second node's agent retry ~3.3 s). Without a dashboard its
-  event module asks for one's address once a second (a line in the node's own agent log).
+- Ray's two node agents, which the raylet starts beside itself and waits for (their ports) before it
+  registers: each imports Ray (~1 s of CPU apiece, on two cores beside the driver and the first
+  workers) for services no launch's own node uses (metrics, HTTP, job submission; runtime
+  environments, which prefray's workers never ask for). The raylet runs node_agents.py's stand-ins
+  instead (standard library only: the ports Ray's minimal agent writes, -1; a runtime env agent
+  that refuses to build an environment, with the reason), by its command line
+  (`services.start_ray_process` for the raylet). Binding no fixed port, a second node on the machine
+  no longer slows a launch's start (Ray's agent retried 52365 ~3.3 s while another node held it).
 Waited for more closely: the raylet's registration. Ray asks for the node once a second, so a raylet
 that registers at 1.2 s is seen at ~2.1 s; this asks every 20 ms first (`services.get_node`).
 """
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from prefray.engine.flow import node_agents
 
 REGISTERED_POLL_S = 0.02
 REGISTERED_WAIT_S = 30.0   # Ray's own wait for a raylet (Node.__init__'s raylet_start_wait_time_s)
@@ -36,11 +43,11 @@ def lean_local_node(local: bool) -> Iterator[None]:
     if not local:
         yield
         return
-    from ray._private import node, parameter, services, utils
+    from ray._private import node, parameter, services
 
     hooks = [(parameter, "RayParams", _without_monitors(parameter.RayParams)),
              (node.Node, "start_api_server", _no_api_server),
-             (utils, "get_dashboard_dependency_error", _minimal_agent),
+             (services, "start_ray_process", _agents_stood_in(services.start_ray_process)),
              (services, "get_node", _once_registered(services.get_node))]
     plain = [(owner, name, getattr(owner, name)) for owner, name, _ in hooks]
     for owner, name, replacement in hooks:
@@ -63,8 +70,34 @@ def _no_api_server(self: Any, **_: Any) -> None:
     return None
 
 
-def _minimal_agent() -> ImportError:
-    return ImportError("a launch's own node: its dashboard agent runs minimal")
+AGENT_SCRIPTS = {"dashboard/agent.py": "dashboard",                  # Ray's agents' scripts, under ray/
+                 "_private/runtime_env/agent/main.py": "runtime-env"}
+AGENT_OPTIONS = ("--dashboard_agent_command=", "--runtime_env_agent_command=")
+
+
+def _agents_stood_in(start_ray_process: Any) -> Any:
+    """Ray's `start_ray_process`, with the raylet's two agents' commands running node_agents.py in
+    place of Ray's scripts (the same interpreter and arguments)."""
+    def start_with_agents_stood_in(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
+        from ray._private import ray_constants
+
+        if process_type == ray_constants.PROCESS_TYPE_RAYLET:
+            command = [_stood_in(argument) for argument in command]
+        return start_ray_process(command, process_type, *args, **kwargs)
+    return start_with_agents_stood_in
+
+
+def _stood_in(argument: str) -> str:
+    option = next((option for option in AGENT_OPTIONS if argument.startswith(option)), None)
+    if option is None:
+        return argument
+    words = shlex.split(argument[len(option):])
+    for i, word in enumerate(words):
+        agent = next((name for tail, name in AGENT_SCRIPTS.items() if word.endswith(tail)), None)
+        if agent is not None:
+            words[i:i + 1] = [node_agents.__file__, agent]
+            return option + subprocess.list2cmdline(words)
+    return argument
 
 
 def _once_registered(get_node: Any) -> Any:
