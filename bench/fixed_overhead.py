@@ -100,6 +100,7 @@ class CoresBusy:
         return found
 
 
+TIMED_LAUNCH = ROOT / "bench" / "_timed_launch.py"   # this checkout's, for either tree (PYTHONPATH picks the code)
 SAMPLE_S = 0.05
 TIMELINE_S = 0.25
 
@@ -115,7 +116,7 @@ def one(tree: Path, extra: list[str], cached_bytecode: bool = False, timeline: b
         cores, watch = CoresBusy(), None
         if timeline:
             cores.thread.start()
-        launched = subprocess.Popen([sys.executable, str(tree / "bench" / "_timed_launch.py"), "model=fake",
+        launched = subprocess.Popen([sys.executable, str(TIMED_LAUNCH), "model=fake",
                                      "judge=fake", "limit=1", f"model.base_url={url}", f"judge.base_url={url}",
                                      f"run.dir={run_dir}", "run.cache=false", "run.progress=false", *extra],
                                     cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
