@@ -67,8 +67,10 @@ def kind_of(pid: int, driver: int) -> str:
     if command.startswith("ray::Gateway"):
         return "gateway"
     words = command.split()
-    script = next((i for i, word in enumerate(words) if word.endswith("node_agents.py")), None)
-    if script is not None and script + 1 < len(words):   # a launch's own node: stand-ins for Ray's agents
+    # a launch's own node: the stand-ins for Ray's agents (`python -u node_agents.py NAME ...`; the
+    # raylet's own command line names them further on)
+    script = next((i for i, word in enumerate(words[:3]) if word.endswith("node_agents.py")), None)
+    if script is not None and script + 1 < len(words):
         return f"ray {words[script + 1]} agent (stand-in)"
     if command.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
         return "ray " + command.split()[0].removeprefix("ray::")
