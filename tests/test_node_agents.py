@@ -116,6 +116,18 @@ def test_a_stand_in_ends_with_the_process_that_started_it(tmp_path):
         time.sleep(0.05)
 
 
+def test_a_stand_in_whose_raylet_has_ended_already_exits_at_once(tmp_path):
+    """Ray tells its agents the raylet's pid (RAY_RAYLET_PID): a stand-in whose parent is not that
+    raylet (it ended, and the stand-in was handed to another parent) exits before writing anything."""
+    env = {**os.environ, "RAY_RAYLET_PID": str(os.getpid())}   # this test, not the stand-in's parent
+    done = subprocess.run([sys.executable, "-c", f"import subprocess, sys; sys.exit(subprocess.call("
+                           f"[sys.executable, {node_agents.__file__!r}, 'dashboard', '--node-id={NODE_ID}', "
+                           f"'--session-dir={tmp_path}', '--node-ip-address=127.0.0.1']))"],
+                          env=env, timeout=60)
+    assert done.returncode == 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -13,7 +13,7 @@ own node never uses:
   `runtime-env` binds the agent's port, writes it, and answers the agent's three requests: creating
   an environment is refused with a reason (a task asking for one fails with it rather than running
   without it), deleting one is a no-op (none was made), and the list of environments is empty.
-Each ends with the raylet (Linux's parent-death signal; the raylet is its parent).
+Each ends with the raylet, its parent (Linux's parent-death signal, or a watch of its parent's pid).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,6 +34,7 @@ NOT_SERVED = -1
 DASHBOARD_PORTS = ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port")
 RUNTIME_ENV_PORT = "runtime_env_agent_port"
 PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 1.0
 REFUSAL = ("a launch's own Ray node serves no runtime environments: prefray starts its workers "
            "without one (engine/flow/node_agents.py)")
 
@@ -51,15 +54,23 @@ def persist_port(session_dir: str, node_id: str, name: str, port: int) -> None:
     os.replace(partial, final)
 
 
-def end_with_parent() -> None:
-    """Be killed when the raylet that started this process ends (or exit now if it already has)."""
-    parent = os.getppid()
+def end_with_raylet() -> None:
+    """End when the raylet that started this process ends: at once by Linux's parent-death signal,
+    or within PARENT_POLL_S where there is none; now if it has ended already."""
+    raylet = int(os.environ.get("RAY_RAYLET_PID") or os.getppid())   # Ray tells its agents the raylet's pid
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError):   # not Linux
         pass
-    if os.getppid() != parent:
-        sys.exit(0)
+    if os.getppid() != raylet:
+        os._exit(0)
+    threading.Thread(target=_exit_once_orphaned, args=(raylet,), name="raylet-watch", daemon=True).start()
+
+
+def _exit_once_orphaned(raylet: int) -> None:
+    while os.getppid() == raylet:
+        time.sleep(PARENT_POLL_S)
+    os._exit(0)
 
 
 def failed_reply(message: str) -> bytes:
@@ -131,7 +142,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runtime-env-agent-port", type=int, default=0)
     parser.add_argument("--stderr-filepath", default="")
     args, _ = parser.parse_known_args(argv)   # the rest are Ray's options for its own agent
-    end_with_parent()
+    end_with_raylet()
     if args.stderr_filepath:   # where Ray's agent would write its own errors (the node's logs/)
         with open(args.stderr_filepath, "a") as errors:
             os.dup2(errors.fileno(), sys.stderr.fileno())
