@@ -41,8 +41,11 @@ def test_requests_are_paced_from_the_first_second_with_no_burst():
     rpm = 1200  # 20 a second
     stamps = asyncio.run(send(ModelLimits(rpm, None, 64), 45, 0.05))
     for width in (0.5, 1.0, 2.0):
-        # no window of `width` seconds holds more than its share of the minute's requests
-        assert most_in_any_window(stamps, width) <= rpm / 60 * width + 1, width
+        # no window of `width` seconds holds more than its share of the minute's requests, and the
+        # one late send the pacer allows (limits.Pacer: a send late by less than an interval keeps
+        # the schedule, so it may share a window with the on-time ones), and one more for the
+        # stamp taken on this event loop a moment after its send on a busy machine
+        assert most_in_any_window(stamps, width) <= rpm / 60 * width + 2, width
 
 
 def test_a_late_send_keeps_the_schedule_and_an_idle_pacer_starts_a_new_one():
