@@ -73,7 +73,7 @@ def kind_of(pid: int, driver: int) -> str:
     if script is not None and script + 1 < len(words):
         return f"ray {words[script + 1]} agent (stand-in)"
     if command.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
-        return "ray " + command.split()[0].removeprefix("ray::")
+        return "ray " + words[0].removeprefix("ray::")
     if command.startswith("ray::"):
         return "ray worker"
     if "ray" in command:   # Ray's own: gcs_server, raylet, its agents (python scripts), by name
