@@ -29,9 +29,8 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
-
-from prefray.engine.flow import node_agents
 
 REGISTERED_POLL_S = 0.02
 REGISTERED_WAIT_S = 30.0   # Ray's own wait for a raylet (Node.__init__'s raylet_start_wait_time_s)
@@ -73,6 +72,7 @@ def _no_api_server(self: Any, **_: Any) -> None:
 AGENT_SCRIPTS = {"dashboard/agent.py": "dashboard",                  # Ray's agents' scripts, under ray/
                  "_private/runtime_env/agent/main.py": "runtime-env"}
 AGENT_OPTIONS = ("--dashboard_agent_command=", "--runtime_env_agent_command=")
+STAND_INS = str(Path(__file__).with_name("node_agents.py"))   # a script the raylet runs: not imported here
 
 
 def _agents_stood_in(start_ray_process: Any) -> Any:
@@ -95,7 +95,7 @@ def _stood_in(argument: str) -> str:
     for i, word in enumerate(words):
         agent = next((name for tail, name in AGENT_SCRIPTS.items() if word.endswith(tail)), None)
         if agent is not None:
-            words[i:i + 1] = [node_agents.__file__, agent]
+            words[i:i + 1] = [STAND_INS, agent]
             return option + subprocess.list2cmdline(words)
     return argument
 
